@@ -1,0 +1,71 @@
+# Finds what the engine links against. Host dependencies (OpenBLAS, OpenMP,
+# nlohmann-json, CLI11, Catch2, MPI) come from Debian packages installed by
+# scripts/install-deps.sh. CUDA is optional: built wherever a toolkit exists.
+
+find_package(OpenMP REQUIRED)
+find_package(nlohmann_json 3 REQUIRED)
+find_package(CLI11 CONFIG QUIET)
+if(NOT CLI11_FOUND)
+  find_path(SDP_CLI11_INCLUDE CLI/CLI.hpp REQUIRED)
+  add_library(CLI11::CLI11 INTERFACE IMPORTED)
+  target_include_directories(CLI11::CLI11 INTERFACE ${SDP_CLI11_INCLUDE})
+endif()
+
+# OpenBLAS: prefer the OpenMP build (it does not spawn its own threads inside
+# our parallel regions); fall back to whichever libopenblas the system has.
+# An explicit SDP_BLAS_LIBRARY overrides the search.
+find_library(SDP_BLAS_LIBRARY NAMES openblas
+  PATHS /usr/lib/x86_64-linux-gnu/openblas-openmp /usr/lib/aarch64-linux-gnu/openblas-openmp
+  NO_DEFAULT_PATH)
+if(NOT SDP_BLAS_LIBRARY)
+  find_library(SDP_BLAS_LIBRARY NAMES openblas REQUIRED)
+endif()
+find_path(SDP_CBLAS_INCLUDE cblas.h PATH_SUFFIXES openblas-openmp openblas x86_64-linux-gnu/openblas-openmp)
+if(NOT SDP_CBLAS_INCLUDE)
+  find_path(SDP_CBLAS_INCLUDE cblas.h REQUIRED)
+endif()
+add_library(sdp::blas INTERFACE IMPORTED)
+target_link_libraries(sdp::blas INTERFACE ${SDP_BLAS_LIBRARY})
+target_include_directories(sdp::blas INTERFACE ${SDP_CBLAS_INCLUDE})
+get_filename_component(SDP_BLAS_DIR ${SDP_BLAS_LIBRARY} DIRECTORY)
+# The library's directory goes into the rpath so the OpenMP build is the one
+# loaded at run time, whatever Debian's alternatives point libopenblas.so.0 at.
+set(CMAKE_BUILD_RPATH ${SDP_BLAS_DIR})
+set(CMAKE_INSTALL_RPATH ${SDP_BLAS_DIR})
+message(STATUS "sdp: BLAS = ${SDP_BLAS_LIBRARY}")
+
+find_package(MPI COMPONENTS CXX QUIET)
+if(MPI_CXX_FOUND)
+  set(SDP_HAVE_MPI ON)
+  message(STATUS "sdp: MPI found (${MPI_CXX_LIBRARIES})")
+else()
+  set(SDP_HAVE_MPI OFF)
+  message(STATUS "sdp: MPI not found: multi-rank runs and MPI tests are disabled")
+endif()
+
+set(SDP_HAVE_CUDA OFF)
+if(SDP_ENABLE_CUDA)
+  include(CheckLanguage)
+  check_language(CUDA)
+  if(CMAKE_CUDA_COMPILER)
+    if(NOT DEFINED CMAKE_CUDA_ARCHITECTURES)
+      set(CMAKE_CUDA_ARCHITECTURES ${SDP_CUDA_ARCHITECTURES})
+    endif()
+    enable_language(CUDA)
+    # CMake 3.25 predates nvcc's C++20 support; nvcc 12+ accepts -std=c++20.
+    if(NOT CMAKE_CUDA20_STANDARD_COMPILE_OPTION)
+      set(CMAKE_CUDA20_STANDARD_COMPILE_OPTION "-std=c++20")
+      set(CMAKE_CUDA20_EXTENSION_COMPILE_OPTION "-std=c++20")
+    endif()
+    set(CMAKE_CUDA_STANDARD 20)
+    set(CMAKE_CUDA_STANDARD_REQUIRED ON)
+    find_package(CUDAToolkit REQUIRED)
+    include(SdpFindCudaLibs)
+    set(SDP_HAVE_CUDA ON)
+  endif()
+endif()
+if(SDP_HAVE_CUDA)
+  message(STATUS "sdp: CUDA backend ON (nvcc ${CMAKE_CUDA_COMPILER_VERSION}, architectures ${CMAKE_CUDA_ARCHITECTURES})")
+else()
+  message(STATUS "sdp: no CUDA toolkit found: building the CPU-only engine")
+endif()

@@ -1,0 +1,112 @@
+#pragma once
+// One allocator per device. Every byte a run holds comes from here and carries
+// a category, so reports can say where memory went.
+#include <cstddef>
+#include <utility>
+
+#include "engine/core/dtype.h"
+#include "engine/core/memory_stats.h"
+
+namespace sdp {
+
+class Allocator {
+ public:
+  virtual ~Allocator() = default;
+  virtual Device device() const = 0;
+
+  // Returns storage for `bytes` (rounded up to granularity()); zero bytes gives
+  // nullptr and is not counted.
+  void* allocate(size_t bytes, MemCategory category);
+  void deallocate(void* ptr, size_t bytes, MemCategory category);
+
+  // Bytes actually charged for a request of `bytes`.
+  size_t rounded(size_t bytes) const {
+    const size_t g = granularity();
+    return (bytes + g - 1) / g * g;
+  }
+  virtual size_t granularity() const = 0;
+
+  MemoryStats& stats() { return stats_; }
+  const MemoryStats& stats() const { return stats_; }
+
+ protected:
+  virtual void* raw_allocate(size_t bytes) = 0;
+  virtual void raw_deallocate(void* ptr, size_t bytes) = 0;
+
+ private:
+  MemoryStats stats_;
+};
+
+// Host memory aligned to 64 bytes (a cache line, and enough for AVX-512).
+class CpuAllocator final : public Allocator {
+ public:
+  Device device() const override { return Device::cpu; }
+  size_t granularity() const override { return 64; }
+
+ protected:
+  void* raw_allocate(size_t bytes) override;
+  void raw_deallocate(void* ptr, size_t bytes) override;
+};
+
+// Allocates nothing and hands out addresses that must never be dereferenced;
+// ops on meta tensors compute nothing. Running the ordinary code path on it
+// gives the bytes a real device with the same granularity would hold.
+// Granularity 64 mirrors the CPU allocator; 512 mirrors the CUDA caching
+// allocator's block rounding.
+class MetaAllocator final : public Allocator {
+ public:
+  explicit MetaAllocator(size_t granularity = 64) : granularity_(granularity) {}
+  Device device() const override { return Device::meta; }
+  size_t granularity() const override { return granularity_; }
+
+ protected:
+  void* raw_allocate(size_t bytes) override;
+  void raw_deallocate(void*, size_t) override {}
+
+ private:
+  size_t granularity_;
+  size_t next_address_ = 0x1000;
+};
+
+// Move-only owner of one allocation; frees it on destruction.
+class Buffer {
+ public:
+  Buffer() = default;
+  Buffer(Allocator& allocator, size_t bytes, MemCategory category)
+      : allocator_(&allocator), bytes_(bytes), category_(category),
+        ptr_(allocator.allocate(bytes, category)) {}
+  ~Buffer() { release(); }
+  Buffer(Buffer&& o) noexcept { *this = std::move(o); }
+  Buffer& operator=(Buffer&& o) noexcept {
+    if (this != &o) {
+      release();
+      allocator_ = std::exchange(o.allocator_, nullptr);
+      bytes_ = std::exchange(o.bytes_, 0);
+      category_ = o.category_;
+      ptr_ = std::exchange(o.ptr_, nullptr);
+    }
+    return *this;
+  }
+  Buffer(const Buffer&) = delete;
+  Buffer& operator=(const Buffer&) = delete;
+
+  void release() {
+    if (allocator_ && bytes_) allocator_->deallocate(ptr_, bytes_, category_);
+    allocator_ = nullptr;
+    ptr_ = nullptr;
+    bytes_ = 0;
+  }
+  void* data() const { return ptr_; }
+  size_t bytes() const { return bytes_; }
+  MemCategory category() const { return category_; }
+  Allocator* allocator() const { return allocator_; }
+  Device device() const { return allocator_ ? allocator_->device() : Device::cpu; }
+
+ private:
+  Allocator* allocator_ = nullptr;
+  size_t bytes_ = 0;
+  MemCategory category_ = MemCategory::workspace;
+  void* ptr_ = nullptr;
+};
+
+}  // namespace sdp

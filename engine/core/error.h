@@ -1,0 +1,46 @@
+#pragma once
+// Error reporting used at every API boundary: exceptions carry a message that
+// names what was wrong and, where it helps, what would have been valid.
+#include <sstream>
+#include <stdexcept>
+#include <string>
+
+namespace sdp {
+
+class Error : public std::runtime_error {
+ public:
+  using std::runtime_error::runtime_error;
+};
+
+namespace detail {
+inline void append(std::ostringstream&) {}
+template <typename T, typename... Rest>
+void append(std::ostringstream& os, const T& first, const Rest&... rest) {
+  os << first;
+  append(os, rest...);
+}
+}  // namespace detail
+
+// Builds a message from any streamable pieces: sdp::format("dim ", d, " > ", n).
+template <typename... Parts>
+std::string format(const Parts&... parts) {
+  std::ostringstream os;
+  detail::append(os, parts...);
+  return os.str();
+}
+
+template <typename... Parts>
+[[noreturn]] void fail(const Parts&... parts) {
+  throw Error(format(parts...));
+}
+
+}  // namespace sdp
+
+// SDP_CHECK(cond, "message", value, ...) throws sdp::Error naming the failed
+// condition and its location; used for programming errors and bad input alike.
+#define SDP_CHECK(cond, ...)                                                   \
+  do {                                                                         \
+    if (!(cond))                                                               \
+      ::sdp::fail(__FILE__, ":", __LINE__, ": ", ::sdp::format(__VA_ARGS__),   \
+                  " [check failed: " #cond "]");                               \
+  } while (0)

@@ -1,0 +1,24 @@
+#pragma once
+// Error checks wrapped around every CUDA runtime and cuBLAS call: a failure
+// throws sdp::Error naming the call, the file and the library's own message.
+#include <cublas_v2.h>
+#include <cuda_runtime.h>
+
+#include "engine/core/error.h"
+
+#define CUDA_CHECK(call)                                                           \
+  do {                                                                             \
+    cudaError_t sdp_cuda_status = (call);                                          \
+    if (sdp_cuda_status != cudaSuccess)                                            \
+      ::sdp::fail(__FILE__, ":", __LINE__, ": ", #call, " failed: ",               \
+                  cudaGetErrorName(sdp_cuda_status), " (",                         \
+                  cudaGetErrorString(sdp_cuda_status), ")");                       \
+  } while (0)
+
+#define CUBLAS_CHECK(call)                                                         \
+  do {                                                                             \
+    cublasStatus_t sdp_cublas_status = (call);                                     \
+    if (sdp_cublas_status != CUBLAS_STATUS_SUCCESS)                                \
+      ::sdp::fail(__FILE__, ":", __LINE__, ": ", #call, " failed: ",               \
+                  cublasGetStatusString(sdp_cublas_status));                       \
+  } while (0)
