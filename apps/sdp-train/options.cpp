@@ -1,0 +1,100 @@
+#include "apps/sdp-train/options.h"
+
+#include <fstream>
+
+#include "engine/core/error.h"
+
+namespace sdp::app {
+
+namespace {
+// (flag name, config field) pairs: flag --grad-accum sets field grad_accum.
+std::string field_of(const std::string& flag) {
+  std::string f = flag;
+  for (char& c : f)
+    if (c == '-') c = '_';
+  return f;
+}
+}  // namespace
+
+void add_options(CLI::App& app, CliOptions& o) {
+  TrainConfig& c = o.flags;
+  app.add_option("--config", o.config_file, "JSON file of config fields (flags override it)");
+  app.add_flag("--list-models", o.list_models, "Print the named model configs and exit");
+  app.add_flag("--print-config", o.print_config, "Print the effective config as JSON and exit");
+  app.add_flag("--dry-run", o.dry_run,
+               "Run one step on the meta device (no memory, no arithmetic) and print the "
+               "bytes a device would hold per category");
+
+  auto* model = app.add_option_group("Model and data");
+  model->add_option("--model", c.model, "Named LLaMA config: tiny, small, llama-134m, llama-500m, llama-1b");
+  model->add_option("--data", c.data,
+                    "Token source: synthetic[:vocab=V,seed=S], text:PATH (bytes), "
+                    "llmc:PATH[,PATH...] (llm.c .bin shards)");
+  auto* batch = app.add_option_group("Batch and schedule");
+  batch->add_option("--batch", c.batch, "Sequences per micro-batch (>= 1)");
+  batch->add_option("--seq", c.seq, "Tokens per sequence (>= 1, <= the model's max_seq)");
+  batch->add_option("--grad-accum", c.grad_accum, "Micro-batches per optimizer step (>= 1)");
+  batch->add_option("--steps", c.steps, "Optimizer steps (>= 0)");
+  batch->add_option("--lr", c.lr, "Peak learning rate (0, 10]");
+  batch->add_option("--min-lr", c.min_lr, "Learning rate at the end of the cosine decay [0, lr]");
+  batch->add_option("--warmup", c.warmup, "Linear warmup steps (>= 0)");
+  auto* optim = app.add_option_group("Optimizer (AdamW)");
+  optim->add_option("--weight-decay", c.weight_decay, "Decoupled weight decay on matrices [0, 1]");
+  optim->add_option("--beta1", c.beta1, "AdamW beta1 [0, 1)");
+  optim->add_option("--beta2", c.beta2, "AdamW beta2 [0, 1)");
+  optim->add_option("--eps", c.eps, "AdamW epsilon (0, 1]");
+  optim->add_option("--grad-clip", c.grad_clip, "Global grad-norm clip; 0 disables (>= 0)");
+  auto* eval = app.add_option_group("Evaluation");
+  eval->add_option("--eval-every", c.eval_every, "Evaluate every k steps; 0 disables (>= 0)");
+  eval->add_option("--eval-batches", c.eval_batches, "Validation batches per evaluation (>= 1)");
+  auto* run = app.add_option_group("Execution");
+  run->add_option("--seed", c.seed, "Seed of initialization and data");
+  run->add_option("--device", c.device, "cpu, meta (dry run) or cuda");
+  run->add_option("--dtype", c.dtype, "f32 or f64 (CPU)");
+  run->add_option("--threads", c.threads, "OpenMP threads; 0 = OMP_NUM_THREADS or all cores");
+  auto* io = app.add_option_group("Checkpoints and metrics");
+  io->add_option("--save-dir", c.save_dir, "Directory for checkpoints (step-NNNNNN/ and latest)");
+  io->add_option("--save-every", c.save_every, "Checkpoint every k steps; 0 = only at the end");
+  io->add_option("--resume", c.resume, "Checkpoint directory, or a save dir with a 'latest' file");
+  io->add_option("--metrics", c.metrics, "JSON-lines metrics file (one line per step + summary)");
+  io->add_option("--progress", c.progress, "Live progress line when stderr is a terminal (true/false)");
+}
+
+TrainConfig resolve_config(const CLI::App& app, const CliOptions& o) {
+  nlohmann::json merged = TrainConfig().to_json();
+  if (!o.config_file.empty()) {
+    std::ifstream in(o.config_file);
+    if (!in) fail("--config: cannot open '", o.config_file, "'");
+    nlohmann::json file;
+    try {
+      in >> file;
+    } catch (const nlohmann::json::exception& e) {
+      fail("--config: '", o.config_file, "' is not valid JSON: ", e.what());
+    }
+    // from_json rejects unknown fields and wrong types with the field's name.
+    const TrainConfig from_file = TrainConfig::from_json(file);
+    merged = from_file.to_json();
+  }
+  const nlohmann::json given = o.flags.to_json();
+  for (const CLI::Option* opt : app.get_options()) {
+    if (opt->count() == 0 || opt->get_lnames().empty()) continue;
+    const std::string field = field_of(opt->get_lnames().front());
+    if (given.contains(field)) merged[field] = given[field];
+  }
+  for (const CLI::App* group : app.get_subcommands({}))
+    for (const CLI::Option* opt : group->get_options()) {
+      if (opt->count() == 0 || opt->get_lnames().empty()) continue;
+      const std::string field = field_of(opt->get_lnames().front());
+      if (given.contains(field)) merged[field] = given[field];
+    }
+  TrainConfig c = TrainConfig::from_json(merged);
+  if (o.dry_run) {
+    c.device = "meta";
+    if (c.steps > 1) c.steps = 1;
+    c.eval_every = 0;
+  }
+  c.validate();
+  return c;
+}
+
+}  // namespace sdp::app

@@ -1,0 +1,41 @@
+#include "engine/train/checkpoint_dir.h"
+
+#include <cstdio>
+
+#include "engine/checkpoint/json_file.h"
+#include "engine/core/error.h"
+#include "engine/train/trainer.h"
+
+namespace sdp {
+
+namespace fs = std::filesystem;
+
+fs::path save_and_mark_latest(const Trainer& trainer, const fs::path& save_dir) {
+  char name[32];
+  std::snprintf(name, sizeof name, "step-%06lld", static_cast<long long>(trainer.step()));
+  fs::create_directories(save_dir);
+  const fs::path dir = save_dir / name;
+  trainer.save_checkpoint(dir);
+  checkpoint::write_json_atomically(save_dir / "latest",
+                                    {{"checkpoint", name}, {"step", trainer.step()}});
+  return dir;
+}
+
+fs::path resolve_checkpoint(const fs::path& path) {
+  if (fs::exists(path / "trainer_state.json")) return path;
+  if (fs::exists(path / "latest")) {
+    const auto latest = checkpoint::read_json_file(path / "latest");
+    if (!latest.contains("checkpoint") || !latest["checkpoint"].is_string())
+      fail("resume: ", (path / "latest").string(), " has no \"checkpoint\" string field");
+    const fs::path dir = path / latest["checkpoint"].get<std::string>();
+    if (!fs::exists(dir / "trainer_state.json"))
+      fail("resume: ", (path / "latest").string(), " names ", dir.string(),
+           ", which holds no trainer_state.json");
+    return dir;
+  }
+  fail("resume: no checkpoint at '", path.string(),
+       "' (expected a checkpoint directory with trainer_state.json, or a save dir with a "
+       "'latest' file)");
+}
+
+}  // namespace sdp

@@ -1,0 +1,85 @@
+#include "engine/train/train_config.h"
+
+#include "engine/core/error.h"
+
+namespace sdp {
+
+// One table of fields serves to_json, from_json and the unknown-key check.
+#define SDP_TRAIN_CONFIG_FIELDS(X)                                                      \
+  X(model) X(data) X(batch) X(seq) X(grad_accum) X(steps) X(lr) X(min_lr) X(warmup)      \
+  X(weight_decay) X(beta1) X(beta2) X(eps) X(grad_clip) X(eval_every) X(eval_batches)     \
+  X(seed) X(device) X(dtype) X(threads) X(save_dir) X(save_every) X(resume) X(metrics)    \
+  X(progress)
+
+nlohmann::json TrainConfig::to_json() const {
+  nlohmann::json j;
+#define SDP_TO_JSON(f) j[#f] = f;
+  SDP_TRAIN_CONFIG_FIELDS(SDP_TO_JSON)
+#undef SDP_TO_JSON
+  return j;
+}
+
+TrainConfig TrainConfig::from_json(const nlohmann::json& j) {
+  if (!j.is_object()) fail("config: expected a JSON object, got ", j.type_name());
+  TrainConfig c;
+  for (auto it = j.begin(); it != j.end(); ++it) {
+    const std::string& key = it.key();
+    bool known = false;
+#define SDP_FROM_JSON(f)                                                                  \
+  if (key == #f) {                                                                        \
+    known = true;                                                                         \
+    try {                                                                                 \
+      it.value().get_to(c.f);                                                             \
+    } catch (const nlohmann::json::exception&) {                                          \
+      fail("config: field '", key, "' has the wrong type (", it.value().type_name(),      \
+           "; expected the type of its default ", nlohmann::json(c.f).dump(), ")");       \
+    }                                                                                     \
+  }
+    SDP_TRAIN_CONFIG_FIELDS(SDP_FROM_JSON)
+#undef SDP_FROM_JSON
+    if (!known) {
+      std::string valid;
+#define SDP_NAME(f) valid += std::string(valid.empty() ? "" : ", ") + #f;
+      SDP_TRAIN_CONFIG_FIELDS(SDP_NAME)
+#undef SDP_NAME
+      fail("config: unknown field '", key, "' (valid fields: ", valid, ")");
+    }
+  }
+  return c;
+}
+
+void TrainConfig::validate() const {
+  auto at_least = [](const char* field, int64_t v, int64_t lo) {
+    if (v < lo) fail("config: ", field, " = ", v, " is invalid (valid: >= ", lo, ")");
+  };
+  auto in_range = [](const char* field, double v, double lo, double hi, bool open_lo) {
+    if (!(open_lo ? v > lo : v >= lo) || !(v <= hi))
+      fail("config: ", field, " = ", v, " is invalid (valid: ", open_lo ? "(" : "[", lo, ", ",
+           hi, "])");
+  };
+  at_least("batch", batch, 1);
+  at_least("seq", seq, 1);
+  at_least("grad_accum", grad_accum, 1);
+  at_least("steps", steps, 0);
+  at_least("warmup", warmup, 0);
+  at_least("eval_every", eval_every, 0);
+  at_least("eval_batches", eval_batches, 1);
+  at_least("save_every", save_every, 0);
+  at_least("threads", threads, 0);
+  in_range("lr", lr, 0, 10, true);
+  in_range("min_lr", min_lr, 0, lr, false);
+  in_range("weight_decay", weight_decay, 0, 1, false);
+  in_range("beta1", beta1, 0, 1, false);
+  in_range("beta2", beta2, 0, 1, false);
+  if (beta1 >= 1 || beta2 >= 1) fail("config: beta1 and beta2 must be < 1 (got ", beta1, ", ", beta2, ")");
+  in_range("eps", eps, 0, 1, true);
+  in_range("grad_clip", grad_clip, 0, 1e9, false);
+  if (device != "cpu" && device != "meta" && device != "cuda")
+    fail("config: device = '", device, "' is invalid (valid: cpu, meta, cuda)");
+  if (dtype != "f32" && dtype != "f64")
+    fail("config: dtype = '", dtype, "' is invalid (valid: f32, f64)");
+  if (save_every > 0 && save_dir.empty())
+    fail("config: save_every = ", save_every, " needs save_dir to be set");
+}
+
+}  // namespace sdp

@@ -1,0 +1,53 @@
+#pragma once
+// Everything a training run is configured by. One struct, read from a JSON
+// config file and overridden by command-line flags (apps/sdp-train); every
+// field is validated with a message naming it and its valid range.
+#include <cstdint>
+#include <string>
+
+#include <nlohmann/json.hpp>
+
+namespace sdp {
+
+struct TrainConfig {
+  // model and data
+  std::string model = "tiny";           // named LLaMA config (LlamaConfig::names())
+  std::string data = "synthetic";       // token source spec (engine/data)
+  // batch: micro-batches of `batch` sequences of `seq` tokens, grad_accum of
+  // them per optimizer step
+  int64_t batch = 8;
+  int64_t seq = 64;
+  int64_t grad_accum = 1;
+  int64_t steps = 200;
+  // optimizer
+  double lr = 3e-3;
+  double min_lr = 3e-4;
+  int64_t warmup = 20;
+  double weight_decay = 0.1;
+  double beta1 = 0.9;
+  double beta2 = 0.95;
+  double eps = 1e-8;
+  double grad_clip = 1.0;               // 0 disables clipping
+  // evaluation
+  int64_t eval_every = 50;              // 0 disables periodic evaluation
+  int64_t eval_batches = 4;
+  // reproducibility and execution
+  uint64_t seed = 1234;
+  std::string device = "cpu";           // cpu | meta | cuda
+  std::string dtype = "f32";            // f32 | f64
+  int threads = 0;                      // OpenMP threads, 0 = runtime default
+  // checkpoints and metrics
+  std::string save_dir;                 // empty: no checkpoints
+  int64_t save_every = 0;               // 0: only at the end (when save_dir is set)
+  std::string resume;                   // checkpoint dir, or a save_dir with `latest`
+  std::string metrics;                  // JSON-lines path; empty: none
+  bool progress = true;                 // progress line on a terminal
+
+  nlohmann::json to_json() const;
+  // Unknown keys and wrong types are errors naming the key.
+  static TrainConfig from_json(const nlohmann::json& j);
+  // Throws sdp::Error naming the first invalid field and its valid range.
+  void validate() const;
+};
+
+}  // namespace sdp

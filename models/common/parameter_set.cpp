@@ -1,0 +1,155 @@
+#include "models/common/parameter_set.h"
+
+#include <cstring>
+
+#include "engine/core/counter_rng.h"
+#include "kernels/ops.h"
+
+namespace sdp {
+
+int ParameterSet::add_group(std::string name) {
+  SDP_CHECK(storage_.empty(), "cannot add group ", name, " after materialize()");
+  groups_.push_back({std::move(name), 0, false});
+  return static_cast<int>(groups_.size()) - 1;
+}
+
+int ParameterSet::declare(std::string name, Shape shape, int group, InitKind init,
+                          double init_std) {
+  SDP_CHECK(storage_.empty(), "cannot declare ", name, " after materialize()");
+  SDP_CHECK(group >= 0 && group < group_count(), "parameter ", name, ": no group ", group);
+  SDP_CHECK(!find(name), "parameter ", name, " declared twice");
+  ParamGroupDecl& g = groups_[static_cast<size_t>(group)];
+  decls_.push_back({std::move(name), shape, group, g.numel, init, init_std});
+  g.numel += shape.numel();
+  return static_cast<int>(decls_.size()) - 1;
+}
+
+std::optional<int> ParameterSet::find(const std::string& name) const {
+  for (size_t i = 0; i < decls_.size(); ++i)
+    if (decls_[i].name == name) return static_cast<int>(i);
+  return std::nullopt;
+}
+
+void ParameterSet::materialize(Allocator& allocator, DType dtype, const std::vector<bool>& groups) {
+  SDP_CHECK(storage_.empty(), "parameters are already materialized");
+  SDP_CHECK(groups.empty() || groups.size() == groups_.size(), "ownership mask has ",
+            groups.size(), " entries for ", groups_.size(), " parameter groups");
+  allocator_ = &allocator;
+  dtype_ = dtype;
+  storage_.resize(groups_.size());
+  for (size_t g = 0; g < groups_.size(); ++g) {
+    groups_[g].materialized = groups.empty() || groups[g];
+    if (!groups_[g].materialized) continue;
+    storage_[g].params = OwnedTensor(allocator, {groups_[g].numel}, dtype, MemCategory::param);
+  }
+}
+
+void ParameterSet::allocate_grads() {
+  SDP_CHECK(allocator_, "materialize() parameters before their gradients");
+  if (has_grads_) return;
+  for (size_t g = 0; g < groups_.size(); ++g) {
+    if (!groups_[g].materialized) continue;
+    storage_[g].grads = OwnedTensor(*allocator_, {groups_[g].numel}, dtype_, MemCategory::grad);
+    ops::fill(storage_[g].grads.view, 0.0);
+  }
+  has_grads_ = true;
+}
+
+void ParameterSet::release_grads() {
+  for (auto& s : storage_) s.grads = OwnedTensor();
+  has_grads_ = false;
+}
+
+void ParameterSet::allocate_adam_state() {
+  SDP_CHECK(allocator_, "materialize() parameters before optimizer state");
+  if (has_adam_) return;
+  for (size_t g = 0; g < groups_.size(); ++g) {
+    if (!groups_[g].materialized) continue;
+    // Moments stay f32 (or f64 in checks) whatever the parameter dtype.
+    const DType state_dtype = dtype_ == DType::f64 ? DType::f64 : DType::f32;
+    storage_[g].m = OwnedTensor(*allocator_, {groups_[g].numel}, state_dtype, MemCategory::optim);
+    storage_[g].v = OwnedTensor(*allocator_, {groups_[g].numel}, state_dtype, MemCategory::optim);
+    ops::fill(storage_[g].m.view, 0.0);
+    ops::fill(storage_[g].v.view, 0.0);
+  }
+  has_adam_ = true;
+}
+
+void ParameterSet::zero_grads() {
+  SDP_CHECK(has_grads_, "zero_grads() before allocate_grads()");
+  for (size_t g = 0; g < groups_.size(); ++g)
+    if (groups_[g].materialized) ops::fill(storage_[g].grads.view, 0.0);
+}
+
+void ParameterSet::init_values(uint64_t seed) {
+  SDP_CHECK(allocator_, "materialize() parameters before initializing them");
+  for (int id = 0; id < count(); ++id) {
+    if (!is_materialized(id)) continue;
+    const ParamDecl& d = decl(id);
+    Tensor p = param(id);
+    if (p.device() == Device::meta) continue;
+    switch (d.init) {
+      case InitKind::ones: ops::fill(p, 1.0); break;
+      case InitKind::zeros: ops::fill(p, 0.0); break;
+      case InitKind::normal: {
+        SDP_CHECK(p.device() == Device::cpu, "initializing ", d.name, " on ",
+                  device_name(p.device()), " is not supported by this build");
+        const uint64_t key = splitmix64(seed) ^ stable_hash(d.name);
+        const int64_t n = p.numel();
+        if (p.dtype() == DType::f64) {
+          double* x = p.data<double>();
+          for (int64_t i = 0; i < n; ++i)
+            x[i] = d.init_std * counter_normal(key, static_cast<uint64_t>(i));
+        } else {
+          float* x = p.data<float>();
+          for (int64_t i = 0; i < n; ++i)
+            x[i] = static_cast<float>(d.init_std * counter_normal(key, static_cast<uint64_t>(i)));
+        }
+        break;
+      }
+    }
+  }
+}
+
+Tensor ParameterSet::slice(const OwnedTensor& flat, int id, const char* what) const {
+  const ParamDecl& d = decl(id);
+  SDP_CHECK(is_materialized(id), "parameter ", d.name, " is not held by this rank (group ",
+            group_decl(d.group).name, " is not owned)");
+  SDP_CHECK(flat.view.numel() > 0 || d.shape.numel() == 0, what, " of ", d.name,
+            " are not allocated");
+  const size_t esize = dtype_size(flat.view.dtype());
+  void* p = static_cast<char*>(flat.view.raw()) + static_cast<size_t>(d.offset) * esize;
+  return Tensor(p, d.shape, flat.view.dtype(), flat.view.device());
+}
+
+Tensor ParameterSet::param(int id) const {
+  return slice(storage_[static_cast<size_t>(decl(id).group)].params, id, "values");
+}
+Tensor ParameterSet::grad(int id) const {
+  return slice(storage_[static_cast<size_t>(decl(id).group)].grads, id, "gradients");
+}
+Tensor ParameterSet::adam_m(int id) const {
+  return slice(storage_[static_cast<size_t>(decl(id).group)].m, id, "AdamW first moments");
+}
+Tensor ParameterSet::adam_v(int id) const {
+  return slice(storage_[static_cast<size_t>(decl(id).group)].v, id, "AdamW second moments");
+}
+Tensor ParameterSet::group_params(int g) const { return storage_[static_cast<size_t>(g)].params.view; }
+Tensor ParameterSet::group_grads(int g) const { return storage_[static_cast<size_t>(g)].grads.view; }
+Tensor ParameterSet::group_adam_m(int g) const { return storage_[static_cast<size_t>(g)].m.view; }
+Tensor ParameterSet::group_adam_v(int g) const { return storage_[static_cast<size_t>(g)].v.view; }
+
+int64_t ParameterSet::total_numel() const {
+  int64_t n = 0;
+  for (const auto& g : groups_) n += g.numel;
+  return n;
+}
+
+int64_t ParameterSet::materialized_numel() const {
+  int64_t n = 0;
+  for (const auto& g : groups_)
+    if (g.materialized) n += g.numel;
+  return n;
+}
+
+}  // namespace sdp
