@@ -34,9 +34,10 @@ inline void gemm(CBLAS_TRANSPOSE ta, CBLAS_TRANSPOSE tb, int64_t m, int64_t n, i
 // Taylor polynomial for e^r (relative error ~1e-7, about one ulp). Inputs here
 // are <= 0 (scores minus their row maximum or lse), clamped below so that
 // 2^n stays a normal number; exp(-87) ~ 1.6e-38 is as good as zero.
-inline float exp_fast(float x) {
-  x = std::max(x, -87.0f);
-  x = std::min(x, 88.0f);
+[[gnu::always_inline]] inline float exp_fast(float x) {
+  // ternaries, not std::max: they map onto vector min/max instructions
+  x = x < -87.0f ? -87.0f : x;
+  x = x > 88.0f ? 88.0f : x;
   constexpr float kLog2e = 1.44269504088896341f;
   constexpr float kRound = 12582912.0f;  // 1.5 * 2^23: adding it rounds to an integer
   const float n = (x * kLog2e + kRound) - kRound;
@@ -60,13 +61,13 @@ inline double exp_fast(double x) { return std::exp(x); }
 
 // s: scaled scores in, probabilities out; lse_out[r] = log sum_j exp(s[r, j]).
 template <typename T>
-void softmax_rows(T* s, int64_t rows, int64_t keys, int64_t i0, T* lse_out) {
+[[gnu::always_inline]] inline void softmax_rows_impl(T* s, int64_t rows, int64_t keys, int64_t i0, T* lse_out) {
   for (int64_t r = 0; r < rows; ++r) {
     T* row = s + r * keys;
     const int64_t valid = i0 + r + 1;
     T mx = row[0];
 #pragma omp simd reduction(max : mx)
-    for (int64_t j = 0; j < valid; ++j) mx = std::max(mx, row[j]);
+    for (int64_t j = 0; j < valid; ++j) mx = row[j] > mx ? row[j] : mx;
     T sum = 0;
 #pragma omp simd reduction(+ : sum)
     for (int64_t j = 0; j < valid; ++j) {
@@ -84,20 +85,25 @@ void softmax_rows(T* s, int64_t rows, int64_t keys, int64_t i0, T* lse_out) {
 
 // s: scaled scores in, probabilities exp(s - lse) out.
 template <typename T>
-void probs_from_lse(T* s, int64_t rows, int64_t keys, int64_t i0, const T* lse) {
+[[gnu::always_inline]] inline void probs_from_lse_impl(T* s, int64_t rows, int64_t keys, int64_t i0, const T* lse) {
   for (int64_t r = 0; r < rows; ++r) {
     T* row = s + r * keys;
     const int64_t valid = i0 + r + 1;
     const T l = lse[r];
 #pragma omp simd
-    for (int64_t j = 0; j < valid; ++j) row[j] = exp_fast(row[j] - l);
+    for (int64_t j = 0; j < valid; ++j) {
+      // named temporaries: written as one expression GCC 12 does not vectorize it
+      const T x = row[j] - l;
+      const T e = exp_fast(x);
+      row[j] = e;
+    }
     std::fill(row + valid, row + keys, T(0));
   }
 }
 
 // dp: dO V^T in, dS = P * (dP - D) out, D[r] = rowsum(dO * O) given in d.
 template <typename T>
-void softmax_grad_rows(const T* p, T* dp, int64_t rows, int64_t keys, int64_t i0, const T* d) {
+[[gnu::always_inline]] inline void softmax_grad_rows_impl(const T* p, T* dp, int64_t rows, int64_t keys, int64_t i0, const T* d) {
   for (int64_t r = 0; r < rows; ++r) {
     const T* prow = p + r * keys;
     T* row = dp + r * keys;
@@ -107,6 +113,38 @@ void softmax_grad_rows(const T* p, T* dp, int64_t rows, int64_t keys, int64_t i0
     for (int64_t j = 0; j < valid; ++j) row[j] = prow[j] * (row[j] - dr);
     std::fill(row + valid, row + keys, T(0));
   }
+}
+
+// The row kernels above are the only non-BLAS work; the default x86-64 target
+// has 128-bit vectors only, so for f32 they are also built for AVX2 and
+// AVX-512 and picked at load time (GCC function multiversioning).
+#if defined(__GNUC__) && !defined(__clang__) && defined(__x86_64__)
+#define SDP_MULTIVERSION __attribute__((target_clones("avx512f", "avx2", "default")))
+#else
+#define SDP_MULTIVERSION
+#endif
+
+SDP_MULTIVERSION void softmax_rows(float* s, int64_t rows, int64_t keys, int64_t i0,
+                                   float* lse_out) {
+  softmax_rows_impl(s, rows, keys, i0, lse_out);
+}
+void softmax_rows(double* s, int64_t rows, int64_t keys, int64_t i0, double* lse_out) {
+  softmax_rows_impl(s, rows, keys, i0, lse_out);
+}
+SDP_MULTIVERSION void probs_from_lse(float* s, int64_t rows, int64_t keys, int64_t i0,
+                                     const float* lse) {
+  probs_from_lse_impl(s, rows, keys, i0, lse);
+}
+void probs_from_lse(double* s, int64_t rows, int64_t keys, int64_t i0, const double* lse) {
+  probs_from_lse_impl(s, rows, keys, i0, lse);
+}
+SDP_MULTIVERSION void softmax_grad_rows(const float* p, float* dp, int64_t rows, int64_t keys,
+                                        int64_t i0, const float* d) {
+  softmax_grad_rows_impl(p, dp, rows, keys, i0, d);
+}
+void softmax_grad_rows(const double* p, double* dp, int64_t rows, int64_t keys, int64_t i0,
+                       const double* d) {
+  softmax_grad_rows_impl(p, dp, rows, keys, i0, d);
 }
 
 int64_t thread_slab(int64_t seq) {
