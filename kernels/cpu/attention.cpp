@@ -59,9 +59,12 @@ inline double exp_fast(double x) { return std::exp(x); }
 // Each works on a [rows, keys] tile (row stride keys) of scores for query rows
 // i0 .. i0 + rows; row r sees keys 0 .. i0 + r (causal), the rest become 0.
 
-// s: scaled scores in, probabilities out; lse_out[r] = log sum_j exp(s[r, j]).
+// s: scaled scores in, unnormalized exp(s - rowmax) out; lse_out[r] = log sum_j
+// exp(s[r, j]) and inv_sum[r] = 1 / sum_j exp(s[r, j] - rowmax). The caller
+// scales rows of P V by inv_sum: [rows, Dh] multiplies instead of [rows, keys].
 template <typename T>
-[[gnu::always_inline]] inline void softmax_rows_impl(T* s, int64_t rows, int64_t keys, int64_t i0, T* lse_out) {
+[[gnu::always_inline]] inline void softmax_rows_impl(T* s, int64_t rows, int64_t keys, int64_t i0, T* lse_out,
+                                                     T* inv_sum) {
   for (int64_t r = 0; r < rows; ++r) {
     T* row = s + r * keys;
     const int64_t valid = i0 + r + 1;
@@ -75,9 +78,7 @@ template <typename T>
       row[j] = e;
       sum += e;
     }
-    const T inv = T(1) / sum;
-#pragma omp simd
-    for (int64_t j = 0; j < valid; ++j) row[j] *= inv;
+    inv_sum[r] = T(1) / sum;
     std::fill(row + valid, row + keys, T(0));
     lse_out[r] = mx + std::log(sum);
   }
@@ -125,11 +126,12 @@ template <typename T>
 #endif
 
 SDP_MULTIVERSION void softmax_rows(float* s, int64_t rows, int64_t keys, int64_t i0,
-                                   float* lse_out) {
-  softmax_rows_impl(s, rows, keys, i0, lse_out);
+                                   float* lse_out, float* inv_sum) {
+  softmax_rows_impl(s, rows, keys, i0, lse_out, inv_sum);
 }
-void softmax_rows(double* s, int64_t rows, int64_t keys, int64_t i0, double* lse_out) {
-  softmax_rows_impl(s, rows, keys, i0, lse_out);
+void softmax_rows(double* s, int64_t rows, int64_t keys, int64_t i0, double* lse_out,
+                  double* inv_sum) {
+  softmax_rows_impl(s, rows, keys, i0, lse_out, inv_sum);
 }
 SDP_MULTIVERSION void probs_from_lse(float* s, int64_t rows, int64_t keys, int64_t i0,
                                      const float* lse) {
@@ -170,6 +172,7 @@ void attention_forward(const T* q, const T* k, const T* v, T* out, T* lse, T* wo
   for (int64_t bh = 0; bh < B * Hq; ++bh) {
     const int64_t b = bh / Hq, h = bh % Hq, g = h / group;
     T* tile = workspace + omp_get_thread_num() * slab;  // [rows, keys]
+    T* inv_sum = tile + std::min(kAttentionRowBlock, S) * S;  // [rows]
     const T* kb = k + b * S * kvs + g * Dh;
     const T* vb = v + b * S * kvs + g * Dh;
     T* lse_bh = lse + bh * S;
@@ -178,9 +181,14 @@ void attention_forward(const T* q, const T* k, const T* v, T* out, T* lse, T* wo
       const int64_t keys = i0 + rows;  // causal: later keys are never seen
       const T* qb = q + (b * S + i0) * qs + h * Dh;
       gemm(CblasNoTrans, CblasTrans, rows, keys, Dh, scale, qb, qs, kb, kvs, T(0), tile, keys);
-      softmax_rows(tile, rows, keys, i0, lse_bh + i0);
+      softmax_rows(tile, rows, keys, i0, lse_bh + i0, inv_sum);
       T* ob = out + (b * S + i0) * qs + h * Dh;
       gemm(CblasNoTrans, CblasNoTrans, rows, Dh, keys, T(1), tile, keys, vb, kvs, T(0), ob, qs);
+      for (int64_t r = 0; r < rows; ++r) {
+        const T inv = inv_sum[r];
+#pragma omp simd
+        for (int64_t c = 0; c < Dh; ++c) ob[r * qs + c] *= inv;
+      }
     }
   }
 }
