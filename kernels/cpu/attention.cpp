@@ -34,9 +34,10 @@ inline void gemm(CBLAS_TRANSPOSE ta, CBLAS_TRANSPOSE tb, int64_t m, int64_t n, i
 // Taylor polynomial for e^r (relative error ~1e-7, about one ulp). Inputs here
 // are <= 0 (scores minus their row maximum or lse), clamped below so that
 // 2^n stays a normal number; exp(-87) ~ 1.6e-38 is as good as zero.
-inline float exp_fast(float x) {
-  x = std::max(x, -87.0f);
-  x = std::min(x, 88.0f);
+[[gnu::always_inline]] inline float exp_fast(float x) {
+  // ternaries, not std::max: they map onto vector min/max instructions
+  x = x < -87.0f ? -87.0f : x;
+  x = x > 88.0f ? 88.0f : x;
   constexpr float kLog2e = 1.44269504088896341f;
   constexpr float kRound = 12582912.0f;  // 1.5 * 2^23: adding it rounds to an integer
   const float n = (x * kLog2e + kRound) - kRound;
@@ -58,15 +59,18 @@ inline double exp_fast(double x) { return std::exp(x); }
 // Each works on a [rows, keys] tile (row stride keys) of scores for query rows
 // i0 .. i0 + rows; row r sees keys 0 .. i0 + r (causal), the rest become 0.
 
-// s: scaled scores in, probabilities out; lse_out[r] = log sum_j exp(s[r, j]).
+// s: scaled scores in, unnormalized exp(s - rowmax) out; lse_out[r] = log sum_j
+// exp(s[r, j]) and inv_sum[r] = 1 / sum_j exp(s[r, j] - rowmax). The caller
+// scales rows of P V by inv_sum: [rows, Dh] multiplies instead of [rows, keys].
 template <typename T>
-void softmax_rows(T* s, int64_t rows, int64_t keys, int64_t i0, T* lse_out) {
+[[gnu::always_inline]] inline void softmax_rows_impl(T* s, int64_t rows, int64_t keys, int64_t i0, T* lse_out,
+                                                     T* inv_sum) {
   for (int64_t r = 0; r < rows; ++r) {
     T* row = s + r * keys;
     const int64_t valid = i0 + r + 1;
     T mx = row[0];
 #pragma omp simd reduction(max : mx)
-    for (int64_t j = 0; j < valid; ++j) mx = std::max(mx, row[j]);
+    for (int64_t j = 0; j < valid; ++j) mx = row[j] > mx ? row[j] : mx;
     T sum = 0;
 #pragma omp simd reduction(+ : sum)
     for (int64_t j = 0; j < valid; ++j) {
@@ -74,9 +78,7 @@ void softmax_rows(T* s, int64_t rows, int64_t keys, int64_t i0, T* lse_out) {
       row[j] = e;
       sum += e;
     }
-    const T inv = T(1) / sum;
-#pragma omp simd
-    for (int64_t j = 0; j < valid; ++j) row[j] *= inv;
+    inv_sum[r] = T(1) / sum;
     std::fill(row + valid, row + keys, T(0));
     lse_out[r] = mx + std::log(sum);
   }
@@ -84,20 +86,25 @@ void softmax_rows(T* s, int64_t rows, int64_t keys, int64_t i0, T* lse_out) {
 
 // s: scaled scores in, probabilities exp(s - lse) out.
 template <typename T>
-void probs_from_lse(T* s, int64_t rows, int64_t keys, int64_t i0, const T* lse) {
+[[gnu::always_inline]] inline void probs_from_lse_impl(T* s, int64_t rows, int64_t keys, int64_t i0, const T* lse) {
   for (int64_t r = 0; r < rows; ++r) {
     T* row = s + r * keys;
     const int64_t valid = i0 + r + 1;
     const T l = lse[r];
 #pragma omp simd
-    for (int64_t j = 0; j < valid; ++j) row[j] = exp_fast(row[j] - l);
+    for (int64_t j = 0; j < valid; ++j) {
+      // named temporaries: written as one expression GCC 12 does not vectorize it
+      const T x = row[j] - l;
+      const T e = exp_fast(x);
+      row[j] = e;
+    }
     std::fill(row + valid, row + keys, T(0));
   }
 }
 
 // dp: dO V^T in, dS = P * (dP - D) out, D[r] = rowsum(dO * O) given in d.
 template <typename T>
-void softmax_grad_rows(const T* p, T* dp, int64_t rows, int64_t keys, int64_t i0, const T* d) {
+[[gnu::always_inline]] inline void softmax_grad_rows_impl(const T* p, T* dp, int64_t rows, int64_t keys, int64_t i0, const T* d) {
   for (int64_t r = 0; r < rows; ++r) {
     const T* prow = p + r * keys;
     T* row = dp + r * keys;
@@ -107,6 +114,39 @@ void softmax_grad_rows(const T* p, T* dp, int64_t rows, int64_t keys, int64_t i0
     for (int64_t j = 0; j < valid; ++j) row[j] = prow[j] * (row[j] - dr);
     std::fill(row + valid, row + keys, T(0));
   }
+}
+
+// The row kernels above are the only non-BLAS work; the default x86-64 target
+// has 128-bit vectors only, so for f32 they are also built for AVX2 and
+// AVX-512 and picked at load time (GCC function multiversioning).
+#if defined(__GNUC__) && !defined(__clang__) && defined(__x86_64__)
+#define SDP_MULTIVERSION __attribute__((target_clones("avx512f", "avx2", "default")))
+#else
+#define SDP_MULTIVERSION
+#endif
+
+SDP_MULTIVERSION void softmax_rows(float* s, int64_t rows, int64_t keys, int64_t i0,
+                                   float* lse_out, float* inv_sum) {
+  softmax_rows_impl(s, rows, keys, i0, lse_out, inv_sum);
+}
+void softmax_rows(double* s, int64_t rows, int64_t keys, int64_t i0, double* lse_out,
+                  double* inv_sum) {
+  softmax_rows_impl(s, rows, keys, i0, lse_out, inv_sum);
+}
+SDP_MULTIVERSION void probs_from_lse(float* s, int64_t rows, int64_t keys, int64_t i0,
+                                     const float* lse) {
+  probs_from_lse_impl(s, rows, keys, i0, lse);
+}
+void probs_from_lse(double* s, int64_t rows, int64_t keys, int64_t i0, const double* lse) {
+  probs_from_lse_impl(s, rows, keys, i0, lse);
+}
+SDP_MULTIVERSION void softmax_grad_rows(const float* p, float* dp, int64_t rows, int64_t keys,
+                                        int64_t i0, const float* d) {
+  softmax_grad_rows_impl(p, dp, rows, keys, i0, d);
+}
+void softmax_grad_rows(const double* p, double* dp, int64_t rows, int64_t keys, int64_t i0,
+                       const double* d) {
+  softmax_grad_rows_impl(p, dp, rows, keys, i0, d);
 }
 
 int64_t thread_slab(int64_t seq) {
@@ -132,6 +172,7 @@ void attention_forward(const T* q, const T* k, const T* v, T* out, T* lse, T* wo
   for (int64_t bh = 0; bh < B * Hq; ++bh) {
     const int64_t b = bh / Hq, h = bh % Hq, g = h / group;
     T* tile = workspace + omp_get_thread_num() * slab;  // [rows, keys]
+    T* inv_sum = tile + std::min(kAttentionRowBlock, S) * S;  // [rows]
     const T* kb = k + b * S * kvs + g * Dh;
     const T* vb = v + b * S * kvs + g * Dh;
     T* lse_bh = lse + bh * S;
@@ -140,9 +181,14 @@ void attention_forward(const T* q, const T* k, const T* v, T* out, T* lse, T* wo
       const int64_t keys = i0 + rows;  // causal: later keys are never seen
       const T* qb = q + (b * S + i0) * qs + h * Dh;
       gemm(CblasNoTrans, CblasTrans, rows, keys, Dh, scale, qb, qs, kb, kvs, T(0), tile, keys);
-      softmax_rows(tile, rows, keys, i0, lse_bh + i0);
+      softmax_rows(tile, rows, keys, i0, lse_bh + i0, inv_sum);
       T* ob = out + (b * S + i0) * qs + h * Dh;
       gemm(CblasNoTrans, CblasNoTrans, rows, Dh, keys, T(1), tile, keys, vb, kvs, T(0), ob, qs);
+      for (int64_t r = 0; r < rows; ++r) {
+        const T inv = inv_sum[r];
+#pragma omp simd
+        for (int64_t c = 0; c < Dh; ++c) ob[r * qs + c] *= inv;
+      }
     }
   }
 }
