@@ -275,8 +275,9 @@ void SafetensorsFile::open(const fs::path& path) {
       entries_.push_back(std::move(e));
     }
 
-    // The tensors must tile the buffer exactly.
-    std::sort(entries_.begin(), entries_.end(), [](const Entry& a, const Entry& b) {
+    // The tensors must tile the buffer exactly. (Entries arrive sorted by
+    // name, so empty tensors sharing an offset stay in name order.)
+    std::stable_sort(entries_.begin(), entries_.end(), [](const Entry& a, const Entry& b) {
       return std::pair(a.begin, a.end) < std::pair(b.begin, b.end);
     });
     const uint64_t buffer = file_size - 8 - n;

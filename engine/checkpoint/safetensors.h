@@ -71,7 +71,8 @@ class SafetensorsFile {
   bool is_open() const { return fd_ >= 0; }
   const std::filesystem::path& path() const { return path_; }
 
-  // Tensor names in file (offset) order.
+  // Tensor names in file (offset) order; empty tensors at the same offset
+  // in name order.
   std::vector<std::string> names() const;
   bool contains(const std::string& name) const { return index_.count(name) != 0; }
   // The dtype string as written in the header ("F32", "F16", ...).
