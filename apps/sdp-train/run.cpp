@@ -3,6 +3,7 @@
 #include <cmath>
 #include <cstdio>
 #include <fstream>
+#include <optional>
 #include <vector>
 
 #include "engine/core/error.h"
@@ -67,8 +68,11 @@ int run_training(const TrainConfig& config, bool dry) {
               static_cast<long long>(config.steps));
   if (best) std::printf("best achievable loss on this data: %.4f nats/token\n", *best);
 
-  MetricsLog log;
-  if (!config.metrics.empty()) log = MetricsLog(config.metrics, !config.resume.empty());
+  std::optional<MetricsLog> metrics;
+  if (!config.metrics.empty()) metrics.emplace(config.metrics, !config.resume.empty());
+  auto log_line = [&](const nlohmann::json& j) {
+    if (metrics) metrics->write(j);
+  };
   ProgressLine progress(config.progress);
   double timed_seconds = 0;
   int64_t timed_tokens = 0, timed_steps = 0;
@@ -97,7 +101,7 @@ int run_training(const TrainConfig& config, bool dry) {
       last_eval = trainer.evaluate();
       line["eval_loss"] = last_eval;
     }
-    log.write(line);
+    log_line(line);
     char text[200];
     std::snprintf(text, sizeof text, "step %lld/%lld  loss %.4f  lr %.2e  %.0f tok/s",
                   static_cast<long long>(r.step), static_cast<long long>(config.steps), r.loss,
@@ -130,7 +134,7 @@ int run_training(const TrainConfig& config, bool dry) {
       {"config", config.to_json()},
       {"memory", last_memory}};
   if (best) summary["best_achievable_loss"] = *best;
-  log.write(summary);
+  log_line(summary);
 
   std::printf("\n%-28s %.4f\n", "final train loss (last 10)", final_loss);
   if (!std::isnan(last_eval)) std::printf("%-28s %.4f\n", "final eval loss", last_eval);

@@ -161,7 +161,7 @@ void SyntheticLanguage::build_language() {
   std::partial_sum(stationary_.begin(), stationary_.end(), stationary_cdf_.begin());
 }
 
-double SyntheticLanguage::best_achievable_loss(int64_t seq) const {
+std::optional<double> SyntheticLanguage::best_achievable_loss(int64_t seq) const {
   if (seq < 1) fail("best_achievable_loss: seq must be >= 1, got ", seq);
   return entropy_rate_;
 }

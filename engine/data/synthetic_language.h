@@ -58,7 +58,7 @@ class SyntheticLanguage : public TokenSource {
   // Entropy of the stationary distribution (of the first token of a window).
   double stationary_entropy() const { return stationary_entropy_; }
   // Best mean cross-entropy over a window's seq targets: the entropy rate.
-  double best_achievable_loss(int64_t seq) const;
+  std::optional<double> best_achievable_loss(int64_t seq) const override;
   // P(next = to | current = from).
   double probability(int32_t from, int32_t to) const {
     return transition_[static_cast<size_t>(from * config_.vocab + to)];

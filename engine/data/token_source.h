@@ -13,6 +13,7 @@
 // every rank, and a run may resume with another rank or world size.
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 
 #include <nlohmann/json.hpp>
@@ -48,6 +49,11 @@ class TokenSource {
   // Throws sdp::Error naming the field when the state is from another source.
   virtual void restore(const nlohmann::json& state) = 0;
   virtual std::string describe() const = 0;
+  // The lowest mean loss (nats/token) any model can reach on windows of `seq`
+  // tokens, when the source knows it (the synthetic language); else nullopt.
+  virtual std::optional<double> best_achievable_loss(int64_t /*seq*/) const {
+    return std::nullopt;
+  }
 };
 
 // Builds a source from a spec. Valid forms:

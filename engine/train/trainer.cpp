@@ -24,10 +24,14 @@ DType parse_dtype(const std::string& s) { return s == "f64" ? DType::f64 : DType
 
 }  // namespace
 
-Trainer::Trainer(const TrainConfig& config) : config_(config) {
+Trainer::Trainer(const TrainConfig& config) : Trainer(config, make_allocator(config.device)) {}
+
+Trainer::Trainer(const TrainConfig& config, std::unique_ptr<Allocator> allocator)
+    : config_(config), alloc_(std::move(allocator)) {
   config_.validate();
+  SDP_CHECK(device_name(alloc_->device()) == config_.device, "allocator for device ",
+            device_name(alloc_->device()), " given to a run configured for ", config_.device);
   if (config_.threads > 0) omp_set_num_threads(config_.threads);
-  alloc_ = make_allocator(config_.device);
   llama::LlamaConfig mc = llama::LlamaConfig::named(config_.model);
   if (config_.seq > mc.max_seq)
     fail("config: seq = ", config_.seq, " exceeds model ", mc.name, "'s max_seq ", mc.max_seq);

@@ -33,6 +33,9 @@ class Trainer {
   // Builds the allocator for config.device, the model (named config), its
   // parameters, gradients and optimizer state, and the data sources.
   explicit Trainer(const TrainConfig& config);
+  // Same, on a given allocator (tests compare a meta allocator with the CPU
+  // one at equal granularity); its device must match config.device.
+  Trainer(const TrainConfig& config, std::unique_ptr<Allocator> allocator);
   ~Trainer();
 
   StepResult train_step();

@@ -1,0 +1,9 @@
+#!/usr/bin/env bash
+# Sets up, builds and runs every test (ctest: the Catch2 suite, one entry per
+# test case). GPU tests skip with a visible message where no GPU exists.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+./scripts/build.sh
+# OpenMPI refuses root unless told; CI runs as root.
+export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
+ctest --test-dir build --output-on-failure --parallel "$(nproc)" "$@"
