@@ -8,6 +8,9 @@
 
 #include "engine/metrics/memory_report.h"
 #include "kernels/ops.h"
+#ifdef SDP_HAVE_CUDA
+#include "kernels/cuda/device_info.h"
+#endif
 
 namespace sdp {
 
@@ -17,7 +20,17 @@ std::unique_ptr<Allocator> make_allocator(const std::string& device) {
   if (device == "cpu") return std::make_unique<CpuAllocator>();
   // Meta runs report the bytes a CUDA device would hold (512-byte blocks).
   if (device == "meta") return std::make_unique<MetaAllocator>(512);
-  fail("device '", device, "' is not available in this build (valid: cpu, meta)");
+  if (device == "cuda") {
+#ifdef SDP_HAVE_CUDA
+    cuda::require_device();  // a clear message when no GPU or driver is present
+    fail("--device cuda: the CUDA training step is not part of this build yet (the CUDA "
+         "backend adds it); use --device cpu, or --device meta for a dry run");
+#else
+    fail("--device cuda: this build has no CUDA support (no toolkit was found when it was "
+         "configured); use --device cpu, or --device meta for a dry run");
+#endif
+  }
+  fail("device '", device, "' is not available (valid: cpu, meta, cuda)");
 }
 
 DType parse_dtype(const std::string& s) { return s == "f64" ? DType::f64 : DType::f32; }
