@@ -72,6 +72,7 @@ struct AttentionTensors {
 }  // namespace
 
 TEST_CASE("attention_forward matches masked full-score attention", "[ops]") {
+  const sdp::testing::ThreadCount threads(2);  // exercise the OpenMP paths
   // GQA and plain heads; T below, at and above the 64-row block, not multiples
   const Dims cases[] = {{2, 5, 4, 2, 8}, {1, 70, 4, 2, 8}, {2, 64, 2, 2, 16},
                         {1, 131, 3, 1, 4}, {1, 1, 2, 1, 6}};
@@ -94,6 +95,7 @@ TEST_CASE("attention_forward matches masked full-score attention", "[ops]") {
 }
 
 TEST_CASE("attention_backward_input matches finite differences", "[ops]") {
+  const sdp::testing::ThreadCount threads(2);  // exercise the OpenMP paths
   const Dims cases[] = {{2, 5, 4, 2, 4}, {1, 67, 2, 1, 4}, {1, 6, 2, 2, 3 * 2}};
   for (const Dims& d : cases) {
     CAPTURE(d.B, d.T, d.Hq, d.Hkv, d.Dh);

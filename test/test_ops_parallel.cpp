@@ -10,6 +10,7 @@ using namespace sdp;
 using namespace sdp::testing;
 
 TEST_CASE("embedding backward over many repeated tokens matches a serial loop", "[ops]") {
+  const ThreadCount threads(2);  // exercise the OpenMP paths
   constexpr int64_t kV = 11, kN = 300, kD = 150;  // D spans several 64-column blocks
   Arena arena;
   Tensor tokens = arena.make({kN}, DType::i32);  // [N], each token repeats ~27 times
@@ -27,6 +28,7 @@ TEST_CASE("embedding backward over many repeated tokens matches a serial loop", 
 }
 
 TEST_CASE("rmsnorm weight gradient and cross-entropy on large rows match loops", "[ops]") {
+  const ThreadCount threads(2);  // exercise the OpenMP paths
   constexpr int64_t kN = 128, kD = 150;
   Arena arena;
   Tensor dy = arena.make({kN, kD}), x = arena.make({kN, kD}), rstd = arena.make({kN});

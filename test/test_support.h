@@ -4,12 +4,28 @@
 #include <cmath>
 #include <cstdint>
 #include <deque>
+
+#include <omp.h>
 #include <random>
 #include <vector>
 
 #include "engine/core/tensor.h"
 
 namespace sdp::testing {
+
+// ctest runs test processes side by side with one OpenMP thread each (no
+// oversubscription on small machines); tests of the parallel code paths ask
+// for more threads for their own duration with this guard.
+class ThreadCount {
+ public:
+  explicit ThreadCount(int n) : previous_(omp_get_max_threads()) { omp_set_num_threads(n); }
+  ~ThreadCount() { omp_set_num_threads(previous_); }
+  ThreadCount(const ThreadCount&) = delete;
+  ThreadCount& operator=(const ThreadCount&) = delete;
+
+ private:
+  int previous_;
+};
 
 // Owns every tensor a test makes; all on the CPU allocator it exposes.
 class Arena {
