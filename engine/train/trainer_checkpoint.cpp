@@ -3,6 +3,7 @@
 //   model.safetensors      parameters under Hugging Face LLaMA names (the
 //                          tied head is stored once, as HF does)
 //   config.json            Hugging Face config (LlamaConfig::to_hf_json)
+//                          (these two are written by export_hf_model, hf_export.h)
 //   optimizer.safetensors  AdamW moments: "exp_avg.<name>", "exp_avg_sq.<name>"
 //   trainer_state.json     step, training config, data position
 // The directory is written through a DirectoryTransaction: a crash leaves
