@@ -52,10 +52,16 @@ void TrainConfig::validate() const {
   auto at_least = [](const char* field, int64_t v, int64_t lo) {
     if (v < lo) fail("config: ", field, " = ", v, " is invalid (valid: >= ", lo, ")");
   };
-  auto in_range = [](const char* field, double v, double lo, double hi, bool open_lo) {
-    if (!(open_lo ? v > lo : v >= lo) || !(v <= hi))
+  // Interval [lo, hi] with either end open; hi_name describes hi when it is
+  // another field (min_lr's upper bound is lr).
+  auto in_range = [](const char* field, double v, double lo, double hi, bool open_lo,
+                     bool open_hi = false, const char* hi_name = "") {
+    if (!(open_lo ? v > lo : v >= lo) || !(open_hi ? v < hi : v <= hi))
       fail("config: ", field, " = ", v, " is invalid (valid: ", open_lo ? "(" : "[", lo, ", ",
-           hi, "])");
+           hi_name, hi, open_hi ? ")" : "]", ")");
+  };
+  auto non_negative = [](const char* field, double v) {
+    if (!(v >= 0)) fail("config: ", field, " = ", v, " is invalid (valid: >= 0)");
   };
   at_least("batch", batch, 1);
   at_least("seq", seq, 1);
@@ -67,13 +73,12 @@ void TrainConfig::validate() const {
   at_least("save_every", save_every, 0);
   at_least("threads", threads, 0);
   in_range("lr", lr, 0, 10, true);
-  in_range("min_lr", min_lr, 0, lr, false);
+  in_range("min_lr", min_lr, 0, lr, false, false, "lr = ");
   in_range("weight_decay", weight_decay, 0, 1, false);
-  in_range("beta1", beta1, 0, 1, false);
-  in_range("beta2", beta2, 0, 1, false);
-  if (beta1 >= 1 || beta2 >= 1) fail("config: beta1 and beta2 must be < 1 (got ", beta1, ", ", beta2, ")");
+  in_range("beta1", beta1, 0, 1, false, true);
+  in_range("beta2", beta2, 0, 1, false, true);
   in_range("eps", eps, 0, 1, true);
-  in_range("grad_clip", grad_clip, 0, 1e9, false);
+  non_negative("grad_clip", grad_clip);
   if (device != "cpu" && device != "meta" && device != "cuda")
     fail("config: device = '", device, "' is invalid (valid: cpu, meta, cuda)");
   if (dtype != "f32" && dtype != "f64")

@@ -3,6 +3,7 @@
 //   model.safetensors      parameters under Hugging Face LLaMA names (the
 //                          tied head is stored once, as HF does)
 //   config.json            Hugging Face config (LlamaConfig::to_hf_json)
+//                          (these two are written by export_hf_model, hf_export.h)
 //   optimizer.safetensors  AdamW moments: "exp_avg.<name>", "exp_avg_sq.<name>"
 //   trainer_state.json     step, training config, data position
 // The directory is written through a DirectoryTransaction: a crash leaves
@@ -12,6 +13,7 @@
 #include "engine/checkpoint/atomic_file.h"
 #include "engine/checkpoint/json_file.h"
 #include "engine/checkpoint/safetensors.h"
+#include "engine/train/hf_export.h"
 #include "engine/train/trainer.h"
 
 namespace sdp {
@@ -27,18 +29,16 @@ void Trainer::save_checkpoint(const fs::path& dir) const {
   SDP_CHECK(alloc_->device() == Device::cpu, "checkpoints are written from host memory; device ",
             device_name(alloc_->device()), " runs cannot save them");
   const ParameterSet& p = model_->params();
-  std::vector<ck::NamedTensor> weights, moments;
+  std::vector<ck::NamedTensor> moments;
   for (int id = 0; id < p.count(); ++id) {
     const std::string& name = p.decl(id).name;
-    weights.push_back({name, p.param(id)});
     moments.push_back({"exp_avg." + name, p.adam_m(id)});
     moments.push_back({"exp_avg_sq." + name, p.adam_v(id)});
   }
   ck::DirectoryTransaction tx(dir);
   const fs::path& out = tx.staging_dir();
-  ck::save_safetensors(out / "model.safetensors", weights, {{"format", "pt"}});
+  export_hf_model(*model_, out);  // model.safetensors + config.json
   ck::save_safetensors(out / "optimizer.safetensors", moments);
-  ck::write_json_atomically(out / "config.json", model_->config().to_hf_json());
   ck::write_json_atomically(out / "trainer_state.json",
                             {{"format_version", kFormatVersion},
                              {"step", step_},
