@@ -20,6 +20,7 @@
 #include <random>
 #include <string>
 
+#include "test/test_temp_dir.h"
 #include "engine/train/hf_export.h"
 #include "engine/train/trainer.h"
 
@@ -33,14 +34,6 @@ static_assert(std::endian::native == std::endian::little,
 
 constexpr const char* kPython = "/usr/bin/python3";
 constexpr int64_t kBatch = 2, kSeq = 32;
-
-fs::path fresh_dir(const std::string& name) {
-  const fs::path d =
-      fs::temp_directory_path() / ("sdp_test_interop_" + name + "_" + std::to_string(::getpid()));
-  fs::remove_all(d);
-  fs::create_directories(d);
-  return d;
-}
 
 void write_raw(const fs::path& path, const Tensor& t) {
   std::ofstream out(path, std::ios::binary | std::ios::trunc);
@@ -111,7 +104,8 @@ void write_tokens_and_logits(llama::LlamaModel& model, Allocator& alloc, const f
 
 TEST_CASE("a trained GQA checkpoint gives the engine's logits in PyTorch, and a wrong logit fails",
           "[interop]") {
-  const fs::path dir = fresh_dir("trained");
+  const sdp::testing::TempDir temp;
+  const fs::path dir = temp / "trained";
   TrainConfig c;
   c.model = "tiny";  // 4 query heads, 2 kv heads
   c.batch = 4;
@@ -133,7 +127,6 @@ TEST_CASE("a trained GQA checkpoint gives the engine's logits in PyTorch, and a 
   if (reference_unavailable(ok)) {
     WARN("skipped: " << kPython << " cannot run the PyTorch reference (needs torch + numpy):\n"
                      << ok.output);
-    fs::remove_all(dir);
     return;
   }
   INFO(ok.output);
@@ -156,7 +149,6 @@ TEST_CASE("a trained GQA checkpoint gives the engine's logits in PyTorch, and a 
   INFO(bad.output);
   REQUIRE(bad.exit_code == 1);
   REQUIRE(bad.output.find("FAIL") != std::string::npos);
-  fs::remove_all(dir);
 }
 
 TEST_CASE("a tied-embedding GQA model written by export_hf_model gives the same logits in PyTorch",
@@ -186,7 +178,8 @@ TEST_CASE("a tied-embedding GQA model written by export_hf_model gives the same 
     for (int64_t i = 0; i < p.numel(); ++i) p.data<float>()[i] += noise(rng);
   }
 
-  const fs::path dir = fresh_dir("tied");
+  const sdp::testing::TempDir temp;
+  const fs::path dir = temp / "tied";
   export_hf_model(model, dir);
   REQUIRE(fs::exists(dir / "model.safetensors"));
   REQUIRE(fs::exists(dir / "config.json"));
@@ -196,12 +189,10 @@ TEST_CASE("a tied-embedding GQA model written by export_hf_model gives the same 
   if (reference_unavailable(ok)) {
     WARN("skipped: " << kPython << " cannot run the PyTorch reference (needs torch + numpy):\n"
                      << ok.output);
-    fs::remove_all(dir);
     return;
   }
   INFO(ok.output);
   REQUIRE(ok.exit_code == 0);
   REQUIRE(ok.output.find("tied=True") != std::string::npos);
   REQUIRE(ok.output.find("PASS") != std::string::npos);
-  fs::remove_all(dir);
 }

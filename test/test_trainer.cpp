@@ -7,6 +7,7 @@
 #include <filesystem>
 #include <vector>
 
+#include "test/test_temp_dir.h"
 #include "engine/train/checkpoint_dir.h"
 #include "engine/train/trainer.h"
 
@@ -25,12 +26,6 @@ TrainConfig small_run() {
   c.eval_every = 0;
   c.progress = false;
   return c;
-}
-
-fs::path fresh_dir(const std::string& name) {
-  const fs::path d = fs::temp_directory_path() / ("sdp_test_" + name + "_" + std::to_string(::getpid()));
-  fs::remove_all(d);
-  return d;
 }
 
 }  // namespace
@@ -70,7 +65,8 @@ TEST_CASE("a one-billion-parameter step runs on the meta device", "[trainer][met
 }
 
 TEST_CASE("resuming from a checkpoint gives bit-identical losses", "[trainer][checkpoint]") {
-  const fs::path dir = fresh_dir("resume");
+  const sdp::testing::TempDir temp;
+  const fs::path dir = temp / "resume";
   TrainConfig c = small_run();
   std::vector<double> straight;
   {
@@ -90,11 +86,11 @@ TEST_CASE("resuming from a checkpoint gives bit-identical losses", "[trainer][ch
     for (int i = 0; i < 3; ++i) resumed.push_back(t.train_step().loss);
   }
   REQUIRE(resumed == straight);
-  fs::remove_all(dir);
 }
 
 TEST_CASE("checkpoints of another model or a missing directory are refused", "[trainer][errors]") {
-  const fs::path dir = fresh_dir("mismatch");
+  const sdp::testing::TempDir temp;
+  const fs::path dir = temp / "mismatch";
   TrainConfig c = small_run();
   {
     Trainer t(c);
@@ -106,7 +102,6 @@ TEST_CASE("checkpoints of another model or a missing directory are refused", "[t
   Trainer t(other);
   REQUIRE_THROWS_WITH(t.load_checkpoint(dir), Catch::Contains("holds model tiny"));
   REQUIRE_THROWS_WITH(resolve_checkpoint(dir / "nope"), Catch::Contains("no checkpoint at"));
-  fs::remove_all(dir);
 }
 
 TEST_CASE("train configs are validated field by field", "[trainer][errors]") {

@@ -57,7 +57,7 @@ void add_options(CLI::App& app, CliOptions& o) {
   io->add_option("--save-every", c.save_every, "Checkpoint every k steps; 0 = only at the end");
   io->add_option("--resume", c.resume, "Checkpoint directory, or a save dir with a 'latest' file");
   io->add_option("--metrics", c.metrics, "JSON-lines metrics file (one line per step + summary)");
-  io->add_option("--progress", c.progress, "Live progress line when stderr is a terminal (true/false)");
+  io->add_option("--progress", c.progress, "Live progress line when stdout is a terminal (true/false)");
 }
 
 TrainConfig resolve_config(const CLI::App& app, const CliOptions& o) {

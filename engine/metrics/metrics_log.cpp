@@ -26,17 +26,20 @@ void MetricsLog::write(const nlohmann::json& record) {
   std::fflush(file_);
 }
 
-ProgressLine::ProgressLine(bool enabled) : enabled_(enabled && isatty(STDERR_FILENO)) {}
+ProgressLine::ProgressLine(bool enabled) : enabled_(enabled && isatty(STDOUT_FILENO)) {}
 
 void ProgressLine::update(const std::string& text) {
   if (!enabled_) return;
-  std::fprintf(stderr, "\r\033[K%s", text.c_str());
-  std::fflush(stderr);
+  std::printf("\r\033[K%s", text.c_str());
+  std::fflush(stdout);
   dirty_ = true;
 }
 
 void ProgressLine::finish() {
-  if (enabled_ && dirty_) std::fprintf(stderr, "\r\033[K");
+  if (enabled_ && dirty_) {
+    std::printf("\r\033[K");
+    std::fflush(stdout);
+  }
   dirty_ = false;
 }
 

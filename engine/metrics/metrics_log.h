@@ -25,7 +25,8 @@ class MetricsLog {
   std::FILE* file_ = nullptr;
 };
 
-// Rewrites one status line on stderr when it is a terminal; silent otherwise.
+// Rewrites one status line on stdout when it is a terminal; silent otherwise
+// (so logs redirected to a file stay clean).
 class ProgressLine {
  public:
   explicit ProgressLine(bool enabled);
