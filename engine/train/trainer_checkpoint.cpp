@@ -43,7 +43,11 @@ void Trainer::save_checkpoint(const fs::path& dir) const {
                             {{"format_version", kFormatVersion},
                              {"step", step_},
                              {"train_config", config_.to_json()},
-                             {"data", train_data_->state()}});
+                             {"data", train_data_->state()},
+                             // Every random draw (initialization, synthetic
+                             // data) is counter-based: the seed and the data
+                             // position above are the whole generator state.
+                             {"rng", {{"kind", "counter-based"}, {"seed", config_.seed}}}});
   tx.commit();
 }
 
