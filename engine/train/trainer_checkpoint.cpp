@@ -8,6 +8,7 @@
 //   trainer_state.json     step, training config, data position
 // The directory is written through a DirectoryTransaction: a crash leaves
 // either the previous checkpoint or the new one, never a mix.
+#include <cstdio>
 #include <vector>
 
 #include "engine/checkpoint/atomic_file.h"
@@ -73,6 +74,16 @@ void Trainer::load_checkpoint(const fs::path& dir) {
     moments.read_into("exp_avg." + name, p.adam_m(id));
     moments.read_into("exp_avg_sq." + name, p.adam_v(id));
   }
+  // A resumed run reproduces the uninterrupted one only with the same data
+  // stream; other fields (steps, lr, ...) may change on purpose.
+  const nlohmann::json saved_cfg = state.value("train_config", nlohmann::json::object());
+  const nlohmann::json now_cfg = config_.to_json();
+  for (const char* field : {"data", "seed", "batch", "seq", "grad_accum"})
+    if (saved_cfg.contains(field) && saved_cfg[field] != now_cfg[field])
+      std::fprintf(stderr,
+                   "sdp-train: warning: resuming with %s = %s, but the checkpoint was trained "
+                   "with %s; the run will not match an uninterrupted one\n",
+                   field, now_cfg[field].dump().c_str(), saved_cfg[field].dump().c_str());
   step_ = state.at("step").get<int64_t>();
   train_data_->restore(state.at("data"));
 }
