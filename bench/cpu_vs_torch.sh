@@ -2,23 +2,24 @@
 # One training step of the "small" LLaMA (dim 256, 4 layers, 8 heads, ffn 688,
 # seq 256, batch 8, 1 thread, fp32, AdamW lr 1e-3 wd 0.1), sdp-engine vs the
 # PyTorch reference (Debian torch, same system OpenBLAS), with
-# OPENBLAS_CORETYPE unset and = Haswell. Runs are interleaved (ours, torch,
-# ours, torch, ...) ROUNDS times to spread load noise over both; each run
-# reports the median of its timed steps, and the table gives the median of
-# those over the rounds (and the smallest single step, min).
+# OPENBLAS_CORETYPE unset, = Haswell (AVX2) and = SkylakeX (AVX-512). Runs are
+# interleaved (ours, torch, ours, torch, ...) ROUNDS times to spread load noise
+# over both; each run reports the median of its timed steps, and the table
+# gives the median of those over the rounds (and the smallest single step).
 #
 #   bash bench/cpu_vs_torch.sh            # prints a Markdown table
 #
 # Environment: BUILD (default build), ROUNDS (3), STEPS (10), WARMUP (3),
-# CORETYPES ("default Haswell"), V32K (1: also a vocab-32000 row, 1 round of
-# V32K_STEPS (3) steps after 1 warmup; 0: skip), RAW (file for the JSON lines).
+# CORETYPES ("default Haswell SkylakeX"; default = the variable unset),
+# V32K (1: also rows at vocab 32000, 1 round of V32K_STEPS (3) steps after 1
+# warmup; 0: skip), RAW (file for the JSON lines, default a temp file).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 BUILD=${BUILD:-build}
 ROUNDS=${ROUNDS:-3}
 STEPS=${STEPS:-10}
 WARMUP=${WARMUP:-3}
-CORETYPES=${CORETYPES:-"default Haswell"}
+CORETYPES=${CORETYPES:-"default Haswell SkylakeX"}
 V32K=${V32K:-1}
 V32K_STEPS=${V32K_STEPS:-3}
 RAW=${RAW:-$(mktemp /tmp/cpu_vs_torch.XXXXXX.jsonl)}
@@ -38,7 +39,7 @@ run_one() {
   else
     out=$(OPENBLAS_CORETYPE=$ct "$@")
   fi
-  echo "$out" | $PY -c 'import json,sys; d=json.loads(sys.stdin.read().strip().splitlines()[-1]); d.update(label=sys.argv[1], coretype=sys.argv[2], impl_key=sys.argv[3]); print(json.dumps(d))' \
+  echo "$out" | $PY -c 'import json,sys; d=json.loads(sys.stdin.read().strip().splitlines()[-1]); d.update(label=sys.argv[1], coretype=sys.argv[2], impl_key=sys.argv[3], load1=float(open("/proc/loadavg").read().split()[0])); print(json.dumps(d))' \
     "$label" "$ct" "$impl" >> "$RAW"
   echo "  $label $ct $impl: $(tail -1 "$RAW" | $PY -c 'import json,sys; d=json.load(sys.stdin); print(d["ms_per_step"], "ms/step")')" >&2
 }
@@ -74,8 +75,8 @@ for r in rows:
     k = (r["label"], r["coretype"])
     if k not in keys:
         keys.append(k)
-print("| config (dim 256, 4 layers, seq 256, batch 8, 1 thread) | OPENBLAS_CORETYPE | OpenBLAS core (ours) | runs | ours ms/step (min) | torch ms/step (min) | torch / ours |")
-print("|---|---|---|---|---|---|---|")
+print("| config (dim 256, 4 layers, seq 256, batch 8, 1 thread) | OPENBLAS_CORETYPE | OpenBLAS core (ours) | runs | ours ms/step (min) | torch ms/step (min) | torch / ours | ours GFLOP/s | load (1 min) |")
+print("|---|---|---|---|---|---|---|---|---|")
 for label, ct in keys:
     ours = [r for r in rows if (r["label"], r["coretype"], r["impl_key"]) == (label, ct, "ours")]
     torch = [r for r in rows if (r["label"], r["coretype"], r["impl_key"]) == (label, ct, "torch")]
@@ -85,7 +86,9 @@ for label, ct in keys:
     tmin = min(r["min_ms"] for r in torch)
     core = ours[0].get("openblas_core", "?")
     print(f"| {label} | {'unset' if ct == 'default' else ct} | {core} | {len(ours)} x {ours[0]['steps']} steps "
-          f"| {om:.1f} ({omin:.1f}) | {tm:.1f} ({tmin:.1f}) | {tm / om:.2f} |")
+          f"| {om:.1f} ({omin:.1f}) | {tm:.1f} ({tmin:.1f}) | {tm / om:.2f} "
+          f"| {ours[0]['gflop_per_step'] / (om / 1e3):.1f} "
+          f"| {min(r['load1'] for r in ours + torch):.1f}-{max(r['load1'] for r in ours + torch):.1f} |")
 EOF
 echo
 echo "load average after the runs (1, 5, 15 min): $LOAD_AFTER"
