@@ -13,6 +13,7 @@
 # CORETYPES ("default Haswell SkylakeX"; default = the variable unset),
 # V32K (1: also rows at vocab 32000, 1 round of V32K_STEPS (3) steps after 1
 # warmup; 0: skip), RAW (file for the JSON lines, default a temp file).
+# `bash bench/cpu_vs_torch.sh --table RAW...` re-prints the table of saved runs.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 BUILD=${BUILD:-build}
@@ -24,7 +25,40 @@ V32K=${V32K:-1}
 V32K_STEPS=${V32K_STEPS:-3}
 RAW=${RAW:-$(mktemp /tmp/cpu_vs_torch.XXXXXX.jsonl)}
 PY=/usr/bin/python3
+
+# table FILES...: the Markdown table of the JSON lines in FILES
+table() {
+  $PY - "$@" <<'EOF'
+import json, statistics, sys
+rows = [json.loads(l) for f in sys.argv[1:] for l in open(f) if l.strip()]
+keys = []
+for r in rows:
+    k = (r["label"], r["coretype"])
+    if k not in keys:
+        keys.append(k)
+print("| config (dim 256, 4 layers, seq 256, batch 8, 1 thread) | OPENBLAS_CORETYPE | OpenBLAS core (ours) | runs | ours ms/step (min) | torch ms/step (min) | torch / ours | ours GFLOP/s | load (1 min) |")
+print("|---|---|---|---|---|---|---|---|---|")
+for label, ct in keys:
+    ours = [r for r in rows if (r["label"], r["coretype"], r["impl_key"]) == (label, ct, "ours")]
+    torch = [r for r in rows if (r["label"], r["coretype"], r["impl_key"]) == (label, ct, "torch")]
+    om = statistics.median(r["ms_per_step"] for r in ours)
+    tm = statistics.median(r["ms_per_step"] for r in torch)
+    omin = min(r["min_ms"] for r in ours)
+    tmin = min(r["min_ms"] for r in torch)
+    core = ours[0].get("openblas_core", "?")
+    print(f"| {label} | {'unset' if ct == 'default' else ct} | {core} | {len(ours)} x {ours[0]['steps']} steps "
+          f"| {om:.1f} ({omin:.1f}) | {tm:.1f} ({tmin:.1f}) | {tm / om:.2f} "
+          f"| {ours[0]['gflop_per_step'] / (om / 1e3):.1f} "
+          f"| {min(r['load1'] for r in ours + torch):.1f}-{max(r['load1'] for r in ours + torch):.1f} |")
+EOF
+}
+
 OURS=$BUILD/bin/bench_llama_step
+if [[ ${1:-} == --table ]]; then  # re-print the table of earlier runs' RAW files
+  shift
+  table "$@"
+  exit
+fi
 [[ -x $OURS ]] || { echo "missing $OURS: build first (ninja -C $BUILD)" >&2; exit 2; }
 : > "$RAW"
 
@@ -67,28 +101,6 @@ LOAD_AFTER=$(cut -d' ' -f1-3 /proc/loadavg)
 echo "load average after: $LOAD_AFTER" >&2
 echo "raw results: $RAW" >&2
 
-$PY - "$RAW" <<'EOF'
-import json, statistics, sys
-rows = [json.loads(l) for l in open(sys.argv[1]) if l.strip()]
-keys = []
-for r in rows:
-    k = (r["label"], r["coretype"])
-    if k not in keys:
-        keys.append(k)
-print("| config (dim 256, 4 layers, seq 256, batch 8, 1 thread) | OPENBLAS_CORETYPE | OpenBLAS core (ours) | runs | ours ms/step (min) | torch ms/step (min) | torch / ours | ours GFLOP/s | load (1 min) |")
-print("|---|---|---|---|---|---|---|---|---|")
-for label, ct in keys:
-    ours = [r for r in rows if (r["label"], r["coretype"], r["impl_key"]) == (label, ct, "ours")]
-    torch = [r for r in rows if (r["label"], r["coretype"], r["impl_key"]) == (label, ct, "torch")]
-    om = statistics.median(r["ms_per_step"] for r in ours)
-    tm = statistics.median(r["ms_per_step"] for r in torch)
-    omin = min(r["min_ms"] for r in ours)
-    tmin = min(r["min_ms"] for r in torch)
-    core = ours[0].get("openblas_core", "?")
-    print(f"| {label} | {'unset' if ct == 'default' else ct} | {core} | {len(ours)} x {ours[0]['steps']} steps "
-          f"| {om:.1f} ({omin:.1f}) | {tm:.1f} ({tmin:.1f}) | {tm / om:.2f} "
-          f"| {ours[0]['gflop_per_step'] / (om / 1e3):.1f} "
-          f"| {min(r['load1'] for r in ours + torch):.1f}-{max(r['load1'] for r in ours + torch):.1f} |")
-EOF
+table "$RAW"
 echo
 echo "load average after the runs (1, 5, 15 min): $LOAD_AFTER"
