@@ -36,8 +36,8 @@ for r in rows:
     k = (r["label"], r["coretype"])
     if k not in keys:
         keys.append(k)
-print("| config (dim 256, 4 layers, seq 256, batch 8, 1 thread) | OPENBLAS_CORETYPE | OpenBLAS core (ours) | runs | ours ms/step (min) | torch ms/step (min) | torch / ours | ours GFLOP/s | load (1 min) |")
-print("|---|---|---|---|---|---|---|---|---|")
+print("| config (dim 256, 4 layers, seq 256, batch 8, 1 thread) | OPENBLAS_CORETYPE | OpenBLAS core (ours) | runs | ours ms/step (min) | torch ms/step (min) | torch / ours | torch / ours, CPU time | ours GFLOP/s | load (1 min) |")
+print("|---|---|---|---|---|---|---|---|---|---|")
 for label, ct in keys:
     ours = [r for r in rows if (r["label"], r["coretype"], r["impl_key"]) == (label, ct, "ours")]
     torch = [r for r in rows if (r["label"], r["coretype"], r["impl_key"]) == (label, ct, "torch")]
@@ -46,8 +46,11 @@ for label, ct in keys:
     omin = min(r["min_ms"] for r in ours)
     tmin = min(r["min_ms"] for r in torch)
     core = ours[0].get("openblas_core", "?")
+    oc = [r["cpu_ms_per_step"] for r in ours if "cpu_ms_per_step" in r]
+    tc = [r["cpu_ms_per_step"] for r in torch if "cpu_ms_per_step" in r]
+    cpu_ratio = f"{statistics.median(tc) / statistics.median(oc):.2f}" if oc and tc else "-"
     print(f"| {label} | {'unset' if ct == 'default' else ct} | {core} | {len(ours)} x {ours[0]['steps']} steps "
-          f"| {om:.1f} ({omin:.1f}) | {tm:.1f} ({tmin:.1f}) | {tm / om:.2f} "
+          f"| {om:.1f} ({omin:.1f}) | {tm:.1f} ({tmin:.1f}) | {tm / om:.2f} | {cpu_ratio} "
           f"| {ours[0]['gflop_per_step'] / (om / 1e3):.1f} "
           f"| {min(r['load1'] for r in ours + torch):.1f}-{max(r['load1'] for r in ours + torch):.1f} |")
 EOF
