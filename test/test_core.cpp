@@ -44,6 +44,35 @@ TEST_CASE("allocator tracks current, peak and per-phase bytes by category", "[co
   REQUIRE(s.peak(MemCategory::activation) == 0);
 }
 
+TEST_CASE("CPU allocator reuses freed large blocks of the same size", "[core]") {
+  CpuAllocator alloc;
+  auto& s = alloc.stats();
+  const size_t big = CpuAllocator::kCacheMin * 4;
+  void* first = nullptr;
+  {
+    Buffer a(alloc, big, MemCategory::activation);
+    first = a.data();
+  }
+  // Freed: cached, but no longer counted as held.
+  REQUIRE(s.current_total() == 0);
+  REQUIRE(alloc.cached_bytes() == big);
+  {
+    Buffer other(alloc, big + 64, MemCategory::activation);  // another size: not this block
+    REQUIRE(other.data() != first);
+    Buffer again(alloc, big, MemCategory::workspace);
+    REQUIRE(again.data() == first);
+    REQUIRE(s.current_total() == 2 * big + 64);
+    static_cast<char*>(again.data())[big - 1] = 1;  // the whole block is usable
+  }
+  {
+    Buffer small(alloc, 100, MemCategory::activation);  // small blocks go back to malloc
+  }
+  REQUIRE(alloc.cached_bytes() == 2 * big + 64);
+  alloc.release_cache();
+  REQUIRE(alloc.cached_bytes() == 0);
+  REQUIRE(s.current_total() == 0);
+}
+
 TEST_CASE("meta allocator charges bytes without allocating", "[core]") {
   MetaAllocator meta(512);
   OwnedTensor t(meta, {1000, 1000}, DType::f32, MemCategory::param);

@@ -2,6 +2,7 @@
 // One allocator per device. Every byte a run holds comes from here and carries
 // a category, so reports can say where memory went.
 #include <cstddef>
+#include <memory>
 #include <utility>
 
 #include "engine/core/dtype.h"
@@ -38,14 +39,34 @@ class Allocator {
 };
 
 // Host memory aligned to 64 bytes (a cache line, and enough for AVX-512).
+// Freed blocks of kCacheMin bytes or more are kept, by exact size, and handed
+// out again (up to kCacheMax bytes in all): a training step allocates the
+// same activations every step, and large blocks from malloc are fresh mmaps
+// whose pages fault in, zeroed, on every step. Reused blocks are not zeroed
+// (malloc's never promised that either). Statistics count bytes handed out,
+// not bytes cached.
 class CpuAllocator final : public Allocator {
  public:
+  CpuAllocator();
+  CpuAllocator(const CpuAllocator&) = delete;
+  CpuAllocator& operator=(const CpuAllocator&) = delete;
+  ~CpuAllocator() override;
   Device device() const override { return Device::cpu; }
   size_t granularity() const override { return 64; }
+  // Returns every cached block to the system.
+  void release_cache();
+  size_t cached_bytes() const;
+
+  static constexpr size_t kCacheMin = size_t{1} << 16;
+  static constexpr size_t kCacheMax = size_t{2} << 30;
 
  protected:
   void* raw_allocate(size_t bytes) override;
   void raw_deallocate(void* ptr, size_t bytes) override;
+
+ private:
+  struct Cache;
+  std::unique_ptr<Cache> cache_;
 };
 
 // Allocates nothing and hands out addresses that must never be dereferenced;

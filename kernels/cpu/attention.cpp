@@ -1,4 +1,5 @@
 #include "kernels/cpu/attention.h"
+#include "kernels/cpu/vec_math.h"
 
 #include <cblas.h>
 #include <omp.h>
@@ -27,32 +28,11 @@ inline void gemm(CBLAS_TRANSPOSE ta, CBLAS_TRANSPOSE tb, int64_t m, int64_t n, i
               static_cast<blasint>(ldb), beta, c, static_cast<blasint>(ldc));
 }
 
-// ---- exp that vectorizes --------------------------------------------------------
-// std::exp is a scalar libm call; the softmax of every score goes through exp,
-// so at small head_dim it would cost more than the matrix products. For f32:
-// exp(x) = 2^n e^r with n = round(x / ln 2), |r| <= ln2 / 2, and a degree-6
-// Taylor polynomial for e^r (relative error ~1e-7, about one ulp). Inputs here
-// are <= 0 (scores minus their row maximum or lse), clamped below so that
-// 2^n stays a normal number; exp(-87) ~ 1.6e-38 is as good as zero.
-[[gnu::always_inline]] inline float exp_fast(float x) {
-  // ternaries, not std::max: they map onto vector min/max instructions
-  x = x < -87.0f ? -87.0f : x;
-  x = x > 88.0f ? 88.0f : x;
-  constexpr float kLog2e = 1.44269504088896341f;
-  constexpr float kRound = 12582912.0f;  // 1.5 * 2^23: adding it rounds to an integer
-  const float n = (x * kLog2e + kRound) - kRound;
-  float r = x - n * 0.693145751953125f;  // ln 2, high part (exact in f32)
-  r = r - n * 1.428606765330187e-06f;    // ln 2, low part
-  float p = 1.0f / 720.0f;
-  p = p * r + 1.0f / 120.0f;
-  p = p * r + 1.0f / 24.0f;
-  p = p * r + 1.0f / 6.0f;
-  p = p * r + 0.5f;
-  p = p * r + 1.0f;
-  p = p * r + 1.0f;
-  const int32_t bits = (static_cast<int32_t>(n) + 127) << 23;
-  return p * std::bit_cast<float>(bits);
-}
+// ---- exp that vectorizes: exp_fast(float) in vec_math.h ----------------------
+// The softmax of every score goes through exp; at small head_dim a libm call
+// per score would cost more than the matrix products. Inputs here are <= 0
+// (scores minus their row maximum or lse).
+using cpu::exp_fast;
 inline double exp_fast(double x) { return std::exp(x); }
 
 // ---- per-row softmax pieces -----------------------------------------------------
@@ -116,15 +96,8 @@ template <typename T>
   }
 }
 
-// The row kernels above are the only non-BLAS work; the default x86-64 target
-// has 128-bit vectors only, so for f32 they are also built for AVX2 and
-// AVX-512 and picked at load time (GCC function multiversioning).
-#if defined(__GNUC__) && !defined(__clang__) && defined(__x86_64__)
-#define SDP_MULTIVERSION __attribute__((target_clones("avx512f", "avx2", "default")))
-#else
-#define SDP_MULTIVERSION
-#endif
-
+// The row kernels above are the only non-BLAS work: SDP_MULTIVERSION builds
+// them for AVX2 and AVX-512 too (vec_math.h).
 SDP_MULTIVERSION void softmax_rows(float* s, int64_t rows, int64_t keys, int64_t i0,
                                    float* lse_out, float* inv_sum) {
   softmax_rows_impl(s, rows, keys, i0, lse_out, inv_sum);

@@ -2,6 +2,9 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <type_traits>
+
+#include "kernels/cpu/vec_math.h"
 
 namespace sdp::cpu {
 
@@ -52,10 +55,27 @@ void add(const T* a, const T* b, T* out, int64_t n) {
   for (int64_t i = 0; i < n; ++i) out[i] = a[i] + b[i];
 }
 
+namespace {
+constexpr int64_t kChunk = 1 << 13;  // elements per task
+SDP_MULTIVERSION void accumulate_f32(float* acc, const float* x, int64_t n) {
+#pragma omp simd
+  for (int64_t i = 0; i < n; ++i) acc[i] += x[i];
+}
+}  // namespace
+
 template <typename T>
 void accumulate(T* acc, const T* x, int64_t n) {
+  if constexpr (std::is_same_v<T, float>) {
+    const int64_t chunks = (n + kChunk - 1) / kChunk;
 #pragma omp parallel for schedule(static) if (n >= kParallelMin)
-  for (int64_t i = 0; i < n; ++i) acc[i] += x[i];
+    for (int64_t c = 0; c < chunks; ++c) {
+      const int64_t lo = c * kChunk;
+      accumulate_f32(acc + lo, x + lo, std::min(kChunk, n - lo));
+    }
+  } else {
+#pragma omp parallel for schedule(static) if (n >= kParallelMin)
+    for (int64_t i = 0; i < n; ++i) acc[i] += x[i];
+  }
 }
 
 template <typename T>

@@ -36,7 +36,7 @@ void LlamaConfig::validate() const {
 }
 
 std::vector<std::string> LlamaConfig::names() {
-  return {"tiny", "small", "llama-134m", "llama-500m", "llama-1b"};
+  return {"tiny", "small", "small-32k", "llama-134m", "llama-500m", "llama-1b"};
 }
 
 LlamaConfig LlamaConfig::named(const std::string& name) {
@@ -48,6 +48,9 @@ LlamaConfig LlamaConfig::named(const std::string& name) {
   } else if (name == "small") {  // the CPU benchmark against PyTorch
     c.dim = 256; c.n_layers = 4; c.n_heads = 8; c.n_kv_heads = 8; c.ffn_dim = 688;
     c.vocab = 256; c.max_seq = 1024;
+  } else if (name == "small-32k") {  // "small" with a LLaMA-size vocabulary: the head dominates
+    c.dim = 256; c.n_layers = 4; c.n_heads = 8; c.n_kv_heads = 8; c.ffn_dim = 688;
+    c.vocab = 32000; c.max_seq = 1024;
   } else if (name == "llama-134m") {  // the SDP paper's 134M model
     c.dim = 768; c.n_layers = 12; c.n_heads = 12; c.n_kv_heads = 12; c.ffn_dim = 2048;
     c.vocab = 32000; c.max_seq = 1024;
