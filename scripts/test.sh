@@ -6,4 +6,5 @@ cd "$(dirname "$0")/.."
 ./scripts/build.sh
 # OpenMPI refuses root unless told; CI runs as root.
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
-ctest --test-dir build --output-on-failure --parallel "$(nproc)" "$@"
+# A hung test fails after 10 minutes instead of eating the CI budget.
+ctest --test-dir build --output-on-failure --parallel "$(nproc)" --timeout 600 "$@"

@@ -164,8 +164,8 @@ TEST_CASE("a tied-embedding GQA model written by export_hf_model gives the same 
   mc.norm_eps = 1e-6;
   mc.rope_theta = 500000.0;
   mc.tie_embeddings = true;
+  CpuAllocator alloc;  // declared first: it must outlive the model's buffers
   llama::LlamaModel model(mc);
-  CpuAllocator alloc;
   model.materialize(alloc, DType::f32);
   model.params().init_values(7);
   REQUIRE_FALSE(model.params().find("lm_head.weight").has_value());

@@ -26,7 +26,7 @@ void add_options(CLI::App& app, CliOptions& o) {
                "bytes a device would hold per category");
 
   auto* model = app.add_option_group("Model and data");
-  model->add_option("--model", c.model, "Named LLaMA config: tiny, small, llama-134m, llama-500m, llama-1b");
+  model->add_option("--model", c.model, "Named LLaMA config: tiny, small, small-32k, llama-134m, llama-500m, llama-1b");
   model->add_option("--data", c.data,
                     "Token source: synthetic[:vocab=V,seed=S], text:PATH (bytes), "
                     "llmc:PATH[,PATH...] (llm.c .bin shards)");

@@ -1,6 +1,8 @@
 #include "engine/core/allocator.h"
 
+#include <cstdio>
 #include <cstdlib>
+#include <string>
 #include <mutex>
 #include <new>
 #include <unordered_map>
@@ -9,6 +11,20 @@
 #include "engine/core/error.h"
 
 namespace sdp {
+
+Allocator::~Allocator() {
+  if (stats_.current_total() == 0) return;
+  // (device() is virtual and no longer callable here.)
+  std::fprintf(stderr, "sdp: fatal: an allocator was destroyed while %zu bytes are still allocated (",
+               stats_.current_total());
+  for (size_t i = 0; i < kMemCategoryCount; ++i) {
+    const auto c = static_cast<MemCategory>(i);
+    if (stats_.current(c))
+      std::fprintf(stderr, " %s=%zu", std::string(category_name(c)).c_str(), stats_.current(c));
+  }
+  std::fprintf(stderr, " ); an owner of Buffers outlived their allocator\n");
+  std::abort();
+}
 
 void* Allocator::allocate(size_t bytes, MemCategory category) {
   if (bytes == 0) return nullptr;

@@ -12,7 +12,10 @@ namespace sdp {
 
 class Allocator {
  public:
-  virtual ~Allocator() = default;
+  // Destroying an allocator that still has live allocations is a programming
+  // error (their Buffers would later free into a dead object): it is reported
+  // with the bytes per category and the process aborts.
+  virtual ~Allocator();
   virtual Device device() const = 0;
 
   // Returns storage for `bytes` (rounded up to granularity()); zero bytes gives
