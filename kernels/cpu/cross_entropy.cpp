@@ -1,4 +1,5 @@
 #include "kernels/cpu/cross_entropy.h"
+#include "kernels/cpu/row_chunks.h"
 
 #include <algorithm>
 #include <cmath>
@@ -79,30 +80,24 @@ SDP_MULTIVERSION void backward_rows_f32(const float* logits, const int32_t* targ
 template <typename T>
 void cross_entropy_forward(const T* logits, const int32_t* targets, T* losses, T* lse,
                            int64_t n, int64_t v) {
-  const int64_t chunks = (n + kRowChunk - 1) / kRowChunk;
-#pragma omp parallel for schedule(static) if (n * v >= kParallelMin)
-  for (int64_t c = 0; c < chunks; ++c) {
-    const int64_t lo = c * kRowChunk, hi = std::min(n, lo + kRowChunk);
+  for_row_chunks(n, v, kRowChunk, kParallelMin, [&](int64_t lo, int64_t hi) {
     if constexpr (std::is_same_v<T, float>)
       forward_rows_f32(logits, targets, losses, lse, lo, hi, v);
     else
       forward_rows(logits, targets, losses, lse, lo, hi, v);
-  }
+  });
 }
 
 template <typename T>
 void cross_entropy_backward_input(const T* logits, const int32_t* targets, const T* lse,
                                   double grad_scale, T* dlogits, int64_t n, int64_t v) {
   const T gs = static_cast<T>(grad_scale);
-  const int64_t chunks = (n + kRowChunk - 1) / kRowChunk;
-#pragma omp parallel for schedule(static) if (n * v >= kParallelMin)
-  for (int64_t c = 0; c < chunks; ++c) {
-    const int64_t lo = c * kRowChunk, hi = std::min(n, lo + kRowChunk);
+  for_row_chunks(n, v, kRowChunk, kParallelMin, [&](int64_t lo, int64_t hi) {
     if constexpr (std::is_same_v<T, float>)
       backward_rows_f32(logits, targets, lse, gs, dlogits, lo, hi, v);
     else
       backward_rows(logits, targets, lse, gs, dlogits, lo, hi, v);
-  }
+  });
 }
 
 template void cross_entropy_forward<float>(const float*, const int32_t*, float*, float*,

@@ -1,4 +1,5 @@
 #include "kernels/cpu/rmsnorm.h"
+#include "kernels/cpu/row_chunks.h"
 
 #include <algorithm>
 #include <cmath>
@@ -88,29 +89,23 @@ SDP_MULTIVERSION void backward_weight_cols_f32(const float* dy, const float* x,
 
 template <typename T>
 void rmsnorm_forward(const T* x, const T* w, double eps, T* y, T* rstd, int64_t n, int64_t d) {
-  const int64_t chunks = (n + kRowChunk - 1) / kRowChunk;
-#pragma omp parallel for schedule(static) if (n * d >= kParallelMin)
-  for (int64_t c = 0; c < chunks; ++c) {
-    const int64_t lo = c * kRowChunk, hi = std::min(n, lo + kRowChunk);
+  for_row_chunks(n, d, kRowChunk, kParallelMin, [&](int64_t lo, int64_t hi) {
     if constexpr (std::is_same_v<T, float>)
       forward_rows_f32(x, w, eps, y, rstd, lo, hi, d);
     else
       forward_rows(x, w, eps, y, rstd, lo, hi, d);
-  }
+  });
 }
 
 template <typename T>
 void rmsnorm_backward_input(const T* dy, const T* x, const T* w, const T* rstd, T* dx,
                             int64_t n, int64_t d) {
-  const int64_t chunks = (n + kRowChunk - 1) / kRowChunk;
-#pragma omp parallel for schedule(static) if (n * d >= kParallelMin)
-  for (int64_t c = 0; c < chunks; ++c) {
-    const int64_t lo = c * kRowChunk, hi = std::min(n, lo + kRowChunk);
+  for_row_chunks(n, d, kRowChunk, kParallelMin, [&](int64_t lo, int64_t hi) {
     if constexpr (std::is_same_v<T, float>)
       backward_input_rows_f32(dy, x, w, rstd, dx, lo, hi, d);
     else
       backward_input_rows(dy, x, w, rstd, dx, lo, hi, d);
-  }
+  });
 }
 
 template <typename T>
