@@ -9,8 +9,6 @@
 // installs them); without them the tests warn and pass.
 #include <catch2/catch.hpp>
 
-#include <optional>
-
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -18,6 +16,7 @@
 #include <cmath>
 #include <cstdio>
 #include <filesystem>
+#include <optional>
 #include <fstream>
 #include <random>
 #include <string>
