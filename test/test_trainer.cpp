@@ -141,3 +141,19 @@ TEST_CASE("a tiny LLaMA learns the synthetic language to within 0.1 nats of its 
   REQUIRE(final_loss < best + 0.1);
   REQUIRE(final_loss > best - 0.05);  // the floor cannot be beaten (beyond sampling noise)
 }
+
+TEST_CASE("the same seed gives bit-identical losses; another seed does not", "[trainer]") {
+  TrainConfig c = small_run();
+  c.steps = 3;
+  auto losses = [](const TrainConfig& cfg) {
+    Trainer t(cfg);
+    std::vector<double> out;
+    while (t.step() < cfg.steps) out.push_back(t.train_step().loss);
+    return out;
+  };
+  const auto first = losses(c);
+  REQUIRE(losses(c) == first);
+  TrainConfig other = c;
+  other.seed = c.seed + 1;
+  REQUIRE(losses(other) != first);
+}
