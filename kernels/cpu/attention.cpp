@@ -9,31 +9,16 @@
 #include <cmath>
 #include <cstring>
 
+#include "kernels/cpu/blas.h"
+
 namespace sdp::cpu {
 namespace {
-
-// ---- BLAS on row-major strided views ------------------------------------------
-inline void gemm(CBLAS_TRANSPOSE ta, CBLAS_TRANSPOSE tb, int64_t m, int64_t n, int64_t k,
-                 float alpha, const float* a, int64_t lda, const float* b, int64_t ldb,
-                 float beta, float* c, int64_t ldc) {
-  cblas_sgemm(CblasRowMajor, ta, tb, static_cast<blasint>(m), static_cast<blasint>(n),
-              static_cast<blasint>(k), alpha, a, static_cast<blasint>(lda), b,
-              static_cast<blasint>(ldb), beta, c, static_cast<blasint>(ldc));
-}
-inline void gemm(CBLAS_TRANSPOSE ta, CBLAS_TRANSPOSE tb, int64_t m, int64_t n, int64_t k,
-                 double alpha, const double* a, int64_t lda, const double* b, int64_t ldb,
-                 double beta, double* c, int64_t ldc) {
-  cblas_dgemm(CblasRowMajor, ta, tb, static_cast<blasint>(m), static_cast<blasint>(n),
-              static_cast<blasint>(k), alpha, a, static_cast<blasint>(lda), b,
-              static_cast<blasint>(ldb), beta, c, static_cast<blasint>(ldc));
-}
 
 // ---- exp that vectorizes: exp_fast(float) in vec_math.h ----------------------
 // The softmax of every score goes through exp; at small head_dim a libm call
 // per score would cost more than the matrix products. Inputs here are <= 0
 // (scores minus their row maximum or lse).
-using cpu::exp_fast;
-inline double exp_fast(double x) { return std::exp(x); }
+// (f64 keeps libm's exp: see vec_math.h.)
 
 // ---- per-row softmax pieces -----------------------------------------------------
 // Each works on a [rows, keys] tile (row stride keys) of scores for query rows

@@ -2,6 +2,7 @@
 // Helpers for the CPU kernels' elementwise loops: an exp that vectorizes and
 // function multiversioning. Internal to kernels/cpu.
 #include <bit>
+#include <cmath>
 #include <cstdint>
 
 // The default x86-64 target has 128-bit vectors only; the f32 loops that
@@ -41,5 +42,9 @@ namespace sdp::cpu {
   const int32_t bits = (static_cast<int32_t>(n) + 127) << 23;
   return p * std::bit_cast<float>(bits);
 }
+
+// f64 kernels are the reference path (gradient checks): they keep libm's exp,
+// under the same name so templates over T call one function.
+inline double exp_fast(double x) { return std::exp(x); }
 
 }  // namespace sdp::cpu
