@@ -1,0 +1,154 @@
+#pragma once
+// Communicator: the only way ranks exchange data (DESIGN.md, "Communicator").
+// It moves flat, contiguous tensors and knows nothing about models.
+//
+// Every call is counted (CommStats) before the backend runs it, with the ring
+// formulas of DESIGN.md "Measurements": for a group of k ranks and a buffer
+// of S bytes (S = the full buffer: the input of reduce_scatter, the output of
+// all_gather), a rank sends
+//   all_reduce      2 (k - 1) / k * S
+//   reduce_scatter  (k - 1) / k * S
+//   all_gather      (k - 1) / k * S
+//   broadcast       S at the root, 0 elsewhere
+//   send            S            (recv: 0 sent, S received)
+// The counters of a communicator and of every communicator split from it are
+// one shared CommStats, so a rank's totals cover all its groups.
+#include <array>
+#include <chrono>
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "engine/core/tensor.h"
+
+namespace sdp::comm {
+
+enum class ReduceOp : uint8_t { sum, average };  // average = sum / group size
+
+enum class Op : uint8_t { all_reduce, reduce_scatter, all_gather, broadcast, send, recv, barrier };
+inline constexpr size_t kOpCount = 7;
+std::string_view op_name(Op op);
+
+struct Traffic {
+  int64_t calls = 0;
+  int64_t payload_bytes = 0;  // sum of S over the calls
+  double sent_bytes = 0;      // ring-formula bytes this rank sent
+  void add(const Traffic& o) {
+    calls += o.calls;
+    payload_bytes += o.payload_bytes;
+    sent_bytes += o.sent_bytes;
+  }
+};
+
+// Bytes a rank of a k-rank group sends for one call on an S-byte buffer
+// (the table above; `is_root` matters for broadcast only).
+double ring_sent_bytes(Op op, int group_size, int64_t payload_bytes, bool is_root = false);
+
+class CommStats {
+ public:
+  void record(Op op, const std::string& group, int group_size, int64_t payload_bytes,
+              bool is_root);
+  const Traffic& by_op(Op op) const { return by_op_[static_cast<size_t>(op)]; }
+  const std::map<std::string, Traffic>& by_group() const { return by_group_; }
+  Traffic total() const;
+  void reset();  // e.g. at the start of each step
+  // {"sent_bytes", "payload_bytes", "calls", "by_op": {...}, "by_group": {...}}
+  nlohmann::json to_json() const;
+
+ private:
+  std::array<Traffic, kOpCount> by_op_{};
+  std::map<std::string, Traffic> by_group_;
+};
+
+struct CommOptions {
+  // A collective not finished within this time ends the job on every rank
+  // with a message naming the operation, group and rank (a dead or diverged
+  // peer never hangs the run). <= 0 waits forever.
+  double timeout_seconds = 600;
+};
+
+class Communicator {
+ public:
+  virtual ~Communicator() = default;
+  Communicator(const Communicator&) = delete;
+  Communicator& operator=(const Communicator&) = delete;
+
+  int rank() const { return rank_; }
+  int size() const { return size_; }
+  // Group label used in counters and messages: "world", or "ranks:0,2,3".
+  const std::string& name() const { return name_; }
+  // World ranks of the members, in group-rank order.
+  const std::vector<int>& world_ranks() const { return world_ranks_; }
+  virtual std::string_view backend() const = 0;  // "local", "mpi", "emulated", "nccl"
+
+  // All buffers are contiguous; every rank passes the same shape and dtype.
+  void all_reduce(Tensor& buffer, ReduceOp op);
+  // input [size * n] -> output [n]: this rank's reduced chunk.
+  void reduce_scatter(const Tensor& input, Tensor& output, ReduceOp op);
+  // input [n] -> output [size * n], chunks in group-rank order.
+  void all_gather(const Tensor& input, Tensor& output);
+  void broadcast(Tensor& buffer, int root);
+  void send(const Tensor& buffer, int peer);
+  void recv(Tensor& buffer, int peer);
+  void barrier();
+
+  // MPI_Comm_split semantics, collective over this communicator: ranks with
+  // the same color form a group ordered by (key, rank); color < 0 opts out
+  // and gets nullptr.
+  std::unique_ptr<Communicator> split(int color, int key);
+  // The group of the listed members (ranks of *this* communicator, sorted,
+  // unique). Collective: every rank calls it with the same list; non-members
+  // get nullptr. Named "ranks:a,b,c" (world ranks).
+  std::unique_ptr<Communicator> subgroup(const std::vector<int>& members);
+
+  CommStats& stats() { return *stats_; }
+  const CommStats& stats() const { return *stats_; }
+  const CommOptions& options() const { return options_; }
+
+ protected:
+  Communicator(int rank, int size, std::string name, std::vector<int> world_ranks,
+               std::shared_ptr<CommStats> stats, CommOptions options);
+  const std::shared_ptr<CommStats>& shared_stats() const { return stats_; }
+
+  virtual void do_all_reduce(Tensor& buffer, ReduceOp op) = 0;
+  virtual void do_reduce_scatter(const Tensor& input, Tensor& output, ReduceOp op) = 0;
+  virtual void do_all_gather(const Tensor& input, Tensor& output) = 0;
+  virtual void do_broadcast(Tensor& buffer, int root) = 0;
+  virtual void do_send(const Tensor& buffer, int peer) = 0;
+  virtual void do_recv(Tensor& buffer, int peer) = 0;
+  virtual void do_barrier() = 0;
+  // Returns the new group (or nullptr when color < 0); `name` and
+  // `world_ranks` are computed by the caller for members.
+  virtual std::unique_ptr<Communicator> do_split(int color, int key) = 0;
+
+ private:
+  int rank_, size_;
+  std::string name_;
+  std::vector<int> world_ranks_;
+  std::shared_ptr<CommStats> stats_;
+  CommOptions options_;
+};
+
+// Builds the world communicator for `backend`:
+//   "local"    world of 1 (no MPI needed)
+//   "mpi"      MPI_COMM_WORLD (MPI must be initialized: MpiRuntime)
+//   "emulated" rank `emulate_rank` of an `emulate_world`-rank job in one
+//              process: collectives leave buffers as they are but are
+//              counted exactly like real ones
+//   "nccl"     device buffers; needs MPI for bootstrap and a CUDA build
+std::unique_ptr<Communicator> make_world(std::string_view backend, CommOptions options = {},
+                                         int emulate_world = 1, int emulate_rank = 0);
+
+// Throws sdp::Error naming the ranks whose value differs from rank 0's and
+// `what` differs (e.g. "the run configuration"); every rank throws the same
+// message, so the job ends on every rank at once. Uses one all_gather of a
+// 64-bit hash of `value` (counted).
+void require_same_on_all_ranks(Communicator& comm, const std::string& what,
+                               const std::string& value);
+
+}  // namespace sdp::comm
