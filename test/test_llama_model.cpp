@@ -5,6 +5,7 @@
 
 #include <cmath>
 #include <map>
+#include <set>
 
 #include "kernels/ops.h"
 #include "models/llama/llama_model.h"
@@ -102,21 +103,38 @@ TEST_CASE("split backward (input now, weights later) equals fused backward", "[m
 
 TEST_CASE("components partition the parameters at block and neuron granularity", "[model]") {
   LlamaConfig c = LlamaConfig::named("tiny");
-  LlamaModel model(c);
-  const int64_t total = model.params().total_numel();
-  REQUIRE(total == c.parameter_count());
   for (const auto g : {Granularity::block, Granularity::neuron}) {
-    const auto comps = model.components(g, 4, 2);
+    ModelLayout layout;
+    layout.granularity = g;
+    layout.ffn_groups = 4;
+    layout.head_groups = 2;
+    LlamaModel model(c, layout);
+    const int64_t total = model.params().total_numel();
+    REQUIRE(total == c.parameter_count());
     int64_t covered = 0;
-    for (const auto& comp : comps) covered += comp.numel;
+    std::set<int> seen;
+    for (const auto& comp : model.components()) {
+      covered += comp.numel;
+      for (int id : comp.params) {
+        REQUIRE(seen.insert(id).second);  // each parameter in exactly one component
+        REQUIRE(model.params().decl(id).group == comp.group);
+      }
+    }
     REQUIRE(covered == total);
+    REQUIRE(seen.size() == static_cast<size_t>(model.params().count()));
   }
-  const auto blocks = model.components(Granularity::block);
-  REQUIRE(blocks.size() == static_cast<size_t>(c.n_layers + 1));
-  REQUIRE(blocks[0].kind == ComponentKind::shared);
-  const auto neurons = model.components(Granularity::neuron, 4, 2);
-  REQUIRE(neurons.size() == static_cast<size_t>(1 + c.n_layers * (4 + 2)));
-  REQUIRE_THROWS_WITH(model.components(Granularity::neuron, 5, 2),
+  LlamaModel blocks(c);
+  REQUIRE(blocks.components().size() == static_cast<size_t>(c.n_layers + 1));
+  REQUIRE(blocks.components()[0].kind == ComponentKind::shared);
+  ModelLayout neuron{Granularity::neuron, 4, 2, {}, {}};
+  LlamaModel neurons(c, neuron);
+  REQUIRE(neurons.components().size() == static_cast<size_t>(1 + c.n_layers * (4 + 2)));
+  // Group-major order: every block's group 0 first.
+  REQUIRE(neurons.components()[1].name == "block.0.ffn.0");
+  REQUIRE(neurons.components()[2].name == "block.0.heads.0");
+  REQUIRE(neurons.components()[3].name == "block.1.ffn.0");
+  neuron.ffn_groups = 5;
+  REQUIRE_THROWS_WITH(LlamaModel(c, neuron),
                       Catch::Contains("ffn_groups = 5 must divide the FFN size 176"));
 }
 

@@ -94,6 +94,8 @@ struct OwnedTensor {
   const Tensor* operator->() const { return &view; }
   Tensor& operator*() { return view; }
   Tensor* operator->() { return &view; }
+  // Whether it holds a tensor (a default-constructed one holds none).
+  explicit operator bool() const { return view.ndim() > 0; }
 };
 
 // Checks used by ops: clear messages naming the op and the argument.

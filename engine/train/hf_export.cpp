@@ -5,18 +5,39 @@
 #include "engine/checkpoint/json_file.h"
 #include "engine/checkpoint/safetensors.h"
 #include "engine/core/error.h"
+#include "models/common/parameter_pieces.h"
 
 namespace sdp {
 
+std::vector<checkpoint::NamedTensor> full_named_tensors(
+    const ParameterSet& p, const std::function<Tensor(int)>& part_of, const std::string& prefix,
+    Allocator& scratch, std::vector<OwnedTensor>& keep_alive) {
+  std::vector<checkpoint::NamedTensor> out;
+  for (const FullTensor& full : full_tensors(p)) {
+    const ParamDecl& first = p.decl(full.parts.front());
+    const Tensor t0 = part_of(full.parts.front());  // throws when not held here
+    SDP_CHECK(t0.device() == Device::cpu, "checkpoint: ", first.name, " is on device ",
+              device_name(t0.device()), "; tensors are written from host memory");
+    if (full.parts.size() == 1 && !first.is_piece()) {
+      out.push_back({prefix + full.name, t0});
+      continue;
+    }
+    // Pieces (neuron-level components) are put back together so the file
+    // holds the tensor Hugging Face expects.
+    keep_alive.emplace_back(scratch, full.shape, t0.dtype(), MemCategory::workspace);
+    Tensor whole = *keep_alive.back();
+    for (int id : full.parts) copy_part_to_full(p.decl(id), part_of(id), whole);
+    out.push_back({prefix + full.name, whole});
+  }
+  return out;
+}
+
 void export_hf_model(const llama::LlamaModel& model, const std::filesystem::path& dir) {
   const ParameterSet& p = model.params();
-  std::vector<checkpoint::NamedTensor> weights;
-  for (int id = 0; id < p.count(); ++id) {
-    const Tensor t = p.param(id);  // throws when the group is not held here
-    SDP_CHECK(t.device() == Device::cpu, "export_hf_model: parameter ", p.decl(id).name,
-              " is on device ", device_name(t.device()), "; weights are written from host memory");
-    weights.push_back({p.decl(id).name, t});
-  }
+  CpuAllocator scratch;
+  std::vector<OwnedTensor> assembled;
+  const auto weights = full_named_tensors(
+      p, [&](int id) { return p.param(id); }, "", scratch, assembled);
   std::filesystem::create_directories(dir);
   checkpoint::save_safetensors(dir / "model.safetensors", weights, {{"format", "pt"}});
   checkpoint::write_json_atomically(dir / "config.json", model.config().to_hf_json());

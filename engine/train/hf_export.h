@@ -7,7 +7,11 @@
 // Trainer::save_checkpoint writes these two files through this function and
 // adds its optimizer and trainer state next to them.
 #include <filesystem>
+#include <functional>
+#include <string>
+#include <vector>
 
+#include "engine/checkpoint/safetensors.h"
 #include "models/llama/llama_model.h"
 
 namespace sdp {
@@ -16,5 +20,21 @@ namespace sdp {
 // existing files of those names are replaced). Every parameter group must be
 // materialized in host memory.
 void export_hf_model(const llama::LlamaModel& model, const std::filesystem::path& dir);
+
+// The full tensors of `p` under prefix + HF name, taking each stored part from
+// part_of(id) (its values, or an optimizer moment). Whole tensors are
+// referenced in place; pieces are assembled into buffers from `scratch`
+// that `keep_alive` owns until the tensors are written.
+std::vector<checkpoint::NamedTensor> full_named_tensors(
+    const ParameterSet& p, const std::function<Tensor(int)>& part_of, const std::string& prefix,
+    Allocator& scratch, std::vector<OwnedTensor>& keep_alive);
+
+// Reads every held parameter of `p` from `weights` (HF names, full tensors;
+// pieces take their rows / columns), and, when `moments` is given, the AdamW
+// moments of every trained one ("exp_avg.<name>", "exp_avg_sq.<name>"). So a
+// checkpoint loads into any cut of the model: another plan, world size or
+// granularity.
+void read_parameter_set(ParameterSet& p, const checkpoint::SafetensorsFile& weights,
+                        const checkpoint::SafetensorsFile* moments);
 
 }  // namespace sdp

@@ -112,7 +112,7 @@ StepResult Trainer::train_step() {
     PhaseScope phase(mem, Phase::optimizer);
     std::vector<Tensor> grads;
     for (int g = 0; g < params.group_count(); ++g)
-      if (params.group_decl(g).materialized) grads.push_back(params.group_grads(g));
+      if (params.group_decl(g).trained) grads.push_back(params.group_grads(g));
     r.grad_norm = config_.grad_clip > 0 ? ops::clip_grad_norm(grads, config_.grad_clip)
                                         : ops::global_norm(grads);
     r.lr = schedule_.at(step_);

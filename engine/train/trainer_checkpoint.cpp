@@ -16,6 +16,7 @@
 #include "engine/checkpoint/safetensors.h"
 #include "engine/train/hf_export.h"
 #include "engine/train/trainer.h"
+#include "models/common/parameter_pieces.h"
 
 namespace sdp {
 
@@ -26,16 +27,42 @@ namespace {
 constexpr int kFormatVersion = 1;
 }
 
+void read_parameter_set(ParameterSet& p, const ck::SafetensorsFile& weights,
+                        const ck::SafetensorsFile* moments) {
+  CpuAllocator scratch;
+  auto read_part = [&](const ck::SafetensorsFile& file, const std::string& name, int id,
+                       Tensor part) {
+    const ParamDecl& d = p.decl(id);
+    if (!d.is_piece()) {
+      file.read_into(name, part);
+      return;
+    }
+    // A piece of a full tensor: read the whole, keep the rows / columns.
+    OwnedTensor whole(scratch, d.full_shape, part.dtype(), MemCategory::workspace);
+    file.read_into(name, *whole);
+    copy_full_to_part(d, *whole, part);
+  };
+  for (int id = 0; id < p.count(); ++id) {
+    if (!p.is_materialized(id)) continue;
+    const std::string& name = p.decl(id).full_name;
+    read_part(weights, name, id, p.param(id));
+    if (!moments || !p.is_trained(id)) continue;
+    read_part(*moments, "exp_avg." + name, id, p.adam_m(id));
+    read_part(*moments, "exp_avg_sq." + name, id, p.adam_v(id));
+  }
+}
+
 void Trainer::save_checkpoint(const fs::path& dir) const {
   SDP_CHECK(alloc_->device() == Device::cpu, "checkpoints are written from host memory; device ",
             device_name(alloc_->device()), " runs cannot save them");
   const ParameterSet& p = model_->params();
-  std::vector<ck::NamedTensor> moments;
-  for (int id = 0; id < p.count(); ++id) {
-    const std::string& name = p.decl(id).name;
-    moments.push_back({"exp_avg." + name, p.adam_m(id)});
-    moments.push_back({"exp_avg_sq." + name, p.adam_v(id)});
-  }
+  CpuAllocator scratch;
+  std::vector<OwnedTensor> assembled;
+  auto moments = full_named_tensors(
+      p, [&](int id) { return p.adam_m(id); }, "exp_avg.", scratch, assembled);
+  for (auto& t : full_named_tensors(
+           p, [&](int id) { return p.adam_v(id); }, "exp_avg_sq.", scratch, assembled))
+    moments.push_back(t);
   ck::DirectoryTransaction tx(dir);
   const fs::path& out = tx.staging_dir();
   export_hf_model(*model_, out);  // model.safetensors + config.json
@@ -67,13 +94,7 @@ void Trainer::load_checkpoint(const fs::path& dir) {
   ParameterSet& p = model_->params();
   const ck::SafetensorsFile weights(dir / "model.safetensors");
   const ck::SafetensorsFile moments(dir / "optimizer.safetensors");
-  for (int id = 0; id < p.count(); ++id) {
-    if (!p.is_materialized(id)) continue;
-    const std::string& name = p.decl(id).name;
-    weights.read_into(name, p.param(id));
-    moments.read_into("exp_avg." + name, p.adam_m(id));
-    moments.read_into("exp_avg_sq." + name, p.adam_v(id));
-  }
+  read_parameter_set(p, weights, &moments);
   // A resumed run reproduces the uninterrupted one only with the same data
   // stream; other fields (steps, lr, ...) may change on purpose.
   const nlohmann::json saved_cfg = state.value("train_config", nlohmann::json::object());

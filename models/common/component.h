@@ -1,9 +1,14 @@
 #pragma once
 // Components: the units of ownership of Subnetwork Data Parallelism.
-// A component is a set of parameter slices (whole tensors, or row / column
-// ranges of them). Block-level plans (B-SDP) assign whole blocks; neuron-level
-// plans (N-SDP) assign groups of FFN hidden units or attention heads. Shared
-// components are held by every rank.
+// Block-level plans (B-SDP) assign whole blocks; neuron-level plans (N-SDP)
+// assign groups of FFN hidden units or attention heads. Shared components
+// (embeddings, final norm, head; at neuron granularity also the blocks'
+// norms, which every neuron group reads) are held by every rank.
+//
+// A component owns whole parameters of the model's ParameterSet (a neuron
+// group's rows / columns are stored as pieces, see parameter_set.h), and all
+// of them live in one storage group, so the component moves in one
+// collective together with the other components of that group.
 #include <cstdint>
 #include <string>
 #include <string_view>
@@ -20,21 +25,30 @@ constexpr std::string_view component_kind_name(ComponentKind k) {
 
 enum class Granularity : uint8_t { block, neuron };
 
-// rows [start, start+length) (axis 0) or columns (axis 1) of one parameter;
-// length == -1 means the whole tensor.
-struct ParamSlice {
-  int param = -1;
-  int axis = 0;
-  int64_t start = 0;
-  int64_t length = -1;
-};
+constexpr std::string_view granularity_name(Granularity g) {
+  return g == Granularity::block ? "block" : "neuron";
+}
 
 struct Component {
   std::string name;  // "shared", "block.3", "block.3.ffn.2", "block.3.heads.1"
   ComponentKind kind = ComponentKind::shared;
   int block = -1;    // owning block, -1 for model-wide shared parameters
-  std::vector<ParamSlice> slices;
-  int64_t numel = 0; // parameters it covers
+  int index = 0;     // group index inside its block (neuron kinds)
+  std::vector<int> params;  // parameter ids (set by the model's constructor)
+  int64_t numel = 0;        // parameters it covers
+  int group = -1;           // storage group holding it
+};
+
+// How a process lays out a model's parameters: the granularity of the
+// components and which storage group holds each component.
+struct ModelLayout {
+  Granularity granularity = Granularity::block;
+  int ffn_groups = 4;   // neuron granularity: FFN unit groups per block
+  int head_groups = 4;  // neuron granularity: groups of KV heads (with their query heads)
+  // Storage group of each component, in the model's component order, and the
+  // groups' names; both empty = one group per component, named after it.
+  std::vector<int> component_group;
+  std::vector<std::string> group_names;
 };
 
 }  // namespace sdp

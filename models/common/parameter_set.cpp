@@ -9,7 +9,7 @@ namespace sdp {
 
 int ParameterSet::add_group(std::string name) {
   SDP_CHECK(storage_.empty(), "cannot add group ", name, " after materialize()");
-  groups_.push_back({std::move(name), 0, false});
+  groups_.push_back({std::move(name), 0, false, false});
   return static_cast<int>(groups_.size()) - 1;
 }
 
@@ -19,9 +19,30 @@ int ParameterSet::declare(std::string name, Shape shape, int group, InitKind ini
   SDP_CHECK(group >= 0 && group < group_count(), "parameter ", name, ": no group ", group);
   SDP_CHECK(!find(name), "parameter ", name, " declared twice");
   ParamGroupDecl& g = groups_[static_cast<size_t>(group)];
-  decls_.push_back({std::move(name), shape, group, g.numel, init, init_std});
+  ParamDecl d{std::move(name), shape, group, g.numel, init, init_std, {}, shape, 0, 0};
+  d.full_name = d.name;
+  decls_.push_back(std::move(d));
   g.numel += shape.numel();
   return static_cast<int>(decls_.size()) - 1;
+}
+
+int ParameterSet::declare_piece(const std::string& full_name, const Shape& full_shape, int axis,
+                                int64_t start, int64_t length, const std::string& piece_label,
+                                int group, InitKind init, double init_std) {
+  SDP_CHECK(full_shape.ndim() == 2 && (axis == 0 || axis == 1), "piece of ", full_name,
+            ": pieces are row or column ranges of a matrix");
+  SDP_CHECK(start >= 0 && length > 0 && start + length <= full_shape[axis], "piece of ",
+            full_name, ": range [", start, ", ", start + length, ") outside dimension ", axis,
+            " of size ", full_shape[axis]);
+  Shape shape = full_shape;
+  shape[axis] = length;
+  const int id = declare(full_name + "@" + piece_label, shape, group, init, init_std);
+  ParamDecl& d = decls_[static_cast<size_t>(id)];
+  d.full_name = full_name;
+  d.full_shape = full_shape;
+  d.piece_axis = axis;
+  d.piece_start = start;
+  return id;
 }
 
 std::optional<int> ParameterSet::find(const std::string& name) const {
@@ -30,15 +51,21 @@ std::optional<int> ParameterSet::find(const std::string& name) const {
   return std::nullopt;
 }
 
-void ParameterSet::materialize(Allocator& allocator, DType dtype, const std::vector<bool>& groups) {
+void ParameterSet::materialize(Allocator& allocator, DType dtype, const std::vector<bool>& held,
+                               const std::vector<bool>& trained) {
   SDP_CHECK(storage_.empty(), "parameters are already materialized");
-  SDP_CHECK(groups.empty() || groups.size() == groups_.size(), "ownership mask has ",
-            groups.size(), " entries for ", groups_.size(), " parameter groups");
+  SDP_CHECK(held.empty() || held.size() == groups_.size(), "ownership mask has ", held.size(),
+            " entries for ", groups_.size(), " parameter groups");
+  SDP_CHECK(trained.empty() || trained.size() == groups_.size(), "training mask has ",
+            trained.size(), " entries for ", groups_.size(), " parameter groups");
   allocator_ = &allocator;
   dtype_ = dtype;
   storage_.resize(groups_.size());
   for (size_t g = 0; g < groups_.size(); ++g) {
-    groups_[g].materialized = groups.empty() || groups[g];
+    groups_[g].materialized = held.empty() || held[g];
+    groups_[g].trained = trained.empty() ? groups_[g].materialized : trained[g];
+    SDP_CHECK(groups_[g].materialized || !groups_[g].trained, "group ", groups_[g].name,
+              " is marked trained but not held");
     if (!groups_[g].materialized) continue;
     storage_[g].params = OwnedTensor(allocator, {groups_[g].numel}, dtype, MemCategory::param);
   }
@@ -48,7 +75,7 @@ void ParameterSet::allocate_grads() {
   SDP_CHECK(allocator_, "materialize() parameters before their gradients");
   if (has_grads_) return;
   for (size_t g = 0; g < groups_.size(); ++g) {
-    if (!groups_[g].materialized) continue;
+    if (!groups_[g].trained) continue;
     storage_[g].grads = OwnedTensor(*allocator_, {groups_[g].numel}, dtype_, MemCategory::grad);
     ops::fill(storage_[g].grads.view, 0.0);
   }
@@ -64,7 +91,7 @@ void ParameterSet::allocate_adam_state() {
   SDP_CHECK(allocator_, "materialize() parameters before optimizer state");
   if (has_adam_) return;
   for (size_t g = 0; g < groups_.size(); ++g) {
-    if (!groups_[g].materialized) continue;
+    if (!groups_[g].trained) continue;
     // Moments stay f32 (or f64 in checks) whatever the parameter dtype.
     const DType state_dtype = dtype_ == DType::f64 ? DType::f64 : DType::f32;
     storage_[g].m = OwnedTensor(*allocator_, {groups_[g].numel}, state_dtype, MemCategory::optim);
@@ -78,7 +105,7 @@ void ParameterSet::allocate_adam_state() {
 void ParameterSet::zero_grads() {
   SDP_CHECK(has_grads_, "zero_grads() before allocate_grads()");
   for (size_t g = 0; g < groups_.size(); ++g)
-    if (groups_[g].materialized) ops::fill(storage_[g].grads.view, 0.0);
+    if (groups_[g].trained) ops::fill(storage_[g].grads.view, 0.0);
 }
 
 void ParameterSet::init_values(uint64_t seed) {
@@ -94,16 +121,24 @@ void ParameterSet::init_values(uint64_t seed) {
       case InitKind::normal: {
         SDP_CHECK(p.device() == Device::cpu, "initializing ", d.name, " on ",
                   device_name(p.device()), " is not supported by this build");
-        const uint64_t key = splitmix64(seed) ^ stable_hash(d.name);
+        // Keyed by the full tensor and its flat index there: a piece draws
+        // exactly the values of its rows / columns of the whole tensor.
+        const uint64_t key = splitmix64(seed) ^ stable_hash(d.full_name);
         const int64_t n = p.numel();
+        auto full_index = [&](int64_t i) -> uint64_t {
+          if (!d.is_piece()) return static_cast<uint64_t>(i);
+          const int64_t cols = d.shape[1], full_cols = d.full_shape[1];
+          int64_t r = i / cols, c = i % cols;
+          (d.piece_axis == 0 ? r : c) += d.piece_start;
+          return static_cast<uint64_t>(r * full_cols + c);
+        };
         if (p.dtype() == DType::f64) {
           double* x = p.data<double>();
-          for (int64_t i = 0; i < n; ++i)
-            x[i] = d.init_std * counter_normal(key, static_cast<uint64_t>(i));
+          for (int64_t i = 0; i < n; ++i) x[i] = d.init_std * counter_normal(key, full_index(i));
         } else {
           float* x = p.data<float>();
           for (int64_t i = 0; i < n; ++i)
-            x[i] = static_cast<float>(d.init_std * counter_normal(key, static_cast<uint64_t>(i)));
+            x[i] = static_cast<float>(d.init_std * counter_normal(key, full_index(i)));
         }
         break;
       }
@@ -126,12 +161,17 @@ Tensor ParameterSet::param(int id) const {
   return slice(storage_[static_cast<size_t>(decl(id).group)].params, id, "values");
 }
 Tensor ParameterSet::grad(int id) const {
+  SDP_CHECK(is_trained(id), "parameter ", decl(id).name,
+            " is not trained by this rank (no gradient is kept for group ",
+            group_decl(decl(id).group).name, ")");
   return slice(storage_[static_cast<size_t>(decl(id).group)].grads, id, "gradients");
 }
 Tensor ParameterSet::adam_m(int id) const {
+  SDP_CHECK(is_trained(id), "parameter ", decl(id).name, " has no optimizer state on this rank");
   return slice(storage_[static_cast<size_t>(decl(id).group)].m, id, "AdamW first moments");
 }
 Tensor ParameterSet::adam_v(int id) const {
+  SDP_CHECK(is_trained(id), "parameter ", decl(id).name, " has no optimizer state on this rank");
   return slice(storage_[static_cast<size_t>(decl(id).group)].v, id, "AdamW second moments");
 }
 Tensor ParameterSet::group_params(int g) const { return storage_[static_cast<size_t>(g)].params.view; }
@@ -142,6 +182,13 @@ Tensor ParameterSet::group_adam_v(int g) const { return storage_[static_cast<siz
 int64_t ParameterSet::total_numel() const {
   int64_t n = 0;
   for (const auto& g : groups_) n += g.numel;
+  return n;
+}
+
+int64_t ParameterSet::trained_numel() const {
+  int64_t n = 0;
+  for (const auto& g : groups_)
+    if (g.trained) n += g.numel;
   return n;
 }
 

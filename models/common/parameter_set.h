@@ -1,8 +1,21 @@
 #pragma once
 // ParameterSet: every trainable tensor of a model, stored as flat buffers per
-// group (one group per block, one for the shared parameters) so that a group
-// moves in one collective and an unowned group is simply never materialized.
-// Gradients and AdamW moments mirror the parameter layout group by group.
+// storage group so that a group moves in one collective and a group this
+// process does not hold is simply never allocated. The model decides which
+// parameters share a group (by default one group per component; a
+// distributed run puts all components with the same owner set in one group:
+// one bucket, one collective).
+//
+// A parameter is either a whole Hugging Face tensor or a *piece* of one: a
+// contiguous range of rows (axis 0) or columns (axis 1) stored as its own
+// dense matrix. Neuron-level components (FFN unit groups, head groups) are
+// pieces, which is what makes a rank's matrices physically narrower.
+// Initialization and checkpoints work on the full tensor's coordinates, so
+// values never depend on how the model is cut.
+//
+// Each group is held (parameters allocated) or not, and trained (gradients
+// and AdamW moments allocated) or not: forward masking holds only what a rank
+// owns; backward masking holds everything but trains only what it owns.
 #include <cstdint>
 #include <optional>
 #include <string>
@@ -15,18 +28,24 @@ namespace sdp {
 enum class InitKind : uint8_t { normal, ones, zeros };
 
 struct ParamDecl {
-  std::string name;   // Hugging Face name, e.g. "model.layers.0.mlp.up_proj.weight"
-  Shape shape;
+  std::string name;   // unique: the HF name, plus "@<piece>" for a piece
+  Shape shape;        // as stored here (a piece is narrower than full_shape)
   int group = 0;
   int64_t offset = 0; // element offset inside its group's flat buffer
   InitKind init = InitKind::normal;
   double init_std = 0.02;
+  std::string full_name;  // Hugging Face name, e.g. "model.layers.0.mlp.up_proj.weight"
+  Shape full_shape;       // shape of the whole HF tensor
+  int piece_axis = 0;     // piece = [piece_start, piece_start + shape[piece_axis])
+  int64_t piece_start = 0;//   of full_shape along piece_axis
+  bool is_piece() const { return shape != full_shape; }
 };
 
 struct ParamGroupDecl {
   std::string name;     // e.g. "shared", "block.3"
   int64_t numel = 0;    // elements of all its parameters
-  bool materialized = false;
+  bool materialized = false;  // parameters held by this process
+  bool trained = false;       // gradients and optimizer state held too
 };
 
 class ParameterSet {
@@ -34,13 +53,22 @@ class ParameterSet {
   // ---- declaration (before materialize) ----
   int add_group(std::string name);
   int declare(std::string name, Shape shape, int group, InitKind init, double init_std = 0.02);
+  // Rows (axis 0) or columns (axis 1) [start, start + length) of the 2-D HF
+  // tensor `full_name` of shape `full_shape`, stored as a dense matrix named
+  // full_name + "@" + piece_label.
+  int declare_piece(const std::string& full_name, const Shape& full_shape, int axis,
+                    int64_t start, int64_t length, const std::string& piece_label, int group,
+                    InitKind init, double init_std = 0.02);
 
   // ---- storage ----
-  // Allocates the parameter buffers of the listed groups (all when empty) on
-  // `allocator` in `dtype`. Groups not listed are never allocated.
-  void materialize(Allocator& allocator, DType dtype, const std::vector<bool>& groups = {});
-  void allocate_grads();           // category grad, zero-filled
-  void allocate_adam_state();      // category optim (m and v), zero-filled
+  // Allocates the parameter buffers of the held groups (all when empty) on
+  // `allocator` in `dtype`; groups not held are never allocated. `trained`
+  // (default: = held) marks the groups whose gradients and optimizer state
+  // this process keeps; it must be a subset of `held`.
+  void materialize(Allocator& allocator, DType dtype, const std::vector<bool>& held = {},
+                   const std::vector<bool>& trained = {});
+  void allocate_grads();           // trained groups, category grad, zero-filled
+  void allocate_adam_state();      // trained groups, category optim (m and v), zero-filled
   void release_grads();
   void init_values(uint64_t seed); // counter-based: independent of layout and owner
   void zero_grads();
@@ -52,6 +80,7 @@ class ParameterSet {
   const ParamGroupDecl& group_decl(int g) const { return groups_[static_cast<size_t>(g)]; }
   std::optional<int> find(const std::string& name) const;
   bool is_materialized(int id) const { return group_decl(decl(id).group).materialized; }
+  bool is_trained(int id) const { return group_decl(decl(id).group).trained; }
   bool has_grads() const { return has_grads_; }
   bool has_adam_state() const { return has_adam_; }
 
@@ -67,6 +96,7 @@ class ParameterSet {
 
   int64_t total_numel() const;          // all declared parameters
   int64_t materialized_numel() const;   // what this process holds
+  int64_t trained_numel() const;        // what it keeps gradients for
   DType dtype() const { return dtype_; }
 
  private:

@@ -1,6 +1,5 @@
 #include "models/llama/llama_block.h"
 
-#include <cmath>
 #include <string>
 
 #include "kernels/ops.h"
@@ -10,86 +9,143 @@ namespace sdp::llama {
 namespace {
 constexpr MemCategory kSaved = MemCategory::activation;
 constexpr MemCategory kScratch = MemCategory::workspace;
-}  // namespace
 
-BlockParams LlamaBlock::declare(const LlamaConfig& c, ParameterSet& p, int index, int group) {
-  const std::string pre = "model.layers." + std::to_string(index) + ".";
-  const int64_t D = c.dim, F = c.ffn_dim, Dh = c.head_dim();
-  const int64_t q_out = c.n_heads * Dh, kv_out = c.n_kv_heads * Dh;
-  // GPT-2 style scaling of the projections that write into the residual
-  // stream keeps its variance from growing with depth.
-  const double std = 0.02, out_std = 0.02 / std::sqrt(2.0 * static_cast<double>(c.n_layers));
-  BlockParams b;
-  b.norm1 = p.declare(pre + "input_layernorm.weight", {D}, group, InitKind::ones);
-  b.wq = p.declare(pre + "self_attn.q_proj.weight", {q_out, D}, group, InitKind::normal, std);
-  b.wk = p.declare(pre + "self_attn.k_proj.weight", {kv_out, D}, group, InitKind::normal, std);
-  b.wv = p.declare(pre + "self_attn.v_proj.weight", {kv_out, D}, group, InitKind::normal, std);
-  b.wo = p.declare(pre + "self_attn.o_proj.weight", {D, q_out}, group, InitKind::normal, out_std);
-  b.norm2 = p.declare(pre + "post_attention_layernorm.weight", {D}, group, InitKind::ones);
-  b.wgate = p.declare(pre + "mlp.gate_proj.weight", {F, D}, group, InitKind::normal, std);
-  b.wup = p.declare(pre + "mlp.up_proj.weight", {F, D}, group, InitKind::normal, std);
-  b.wdown = p.declare(pre + "mlp.down_proj.weight", {D, F}, group, InitKind::normal, out_std);
-  return b;
+// out = a + b, or out += a when it already exists: the groups' contributions
+// to one [N, D] sum, in group order.
+void add_into(OwnedTensor& sum, OwnedTensor part) {
+  if (!sum) {
+    sum = std::move(part);
+  } else {
+    ops::accumulate(*sum, *part);
+  }
 }
 
-LlamaBlock::LlamaBlock(const LlamaConfig& config, ParameterSet& params, int index, int group)
-    : config_(config), params_(params), index_(index),
-      ids_(declare(config, params, index, group)) {}
+OwnedTensor copy_of(const Tensor& x, Allocator& alloc, MemCategory category) {
+  OwnedTensor out(alloc, x.shape(), x.dtype(), category);
+  ops::copy(x, *out);
+  return out;
+}
+}  // namespace
+
+LlamaBlock::LlamaBlock(const LlamaConfig& config, ParameterSet& params, int index, BlockParams ids)
+    : config_(config), params_(params), index_(index), ids_(std::move(ids)) {
+  SDP_CHECK(!ids_.heads.empty() && !ids_.ffn.empty(), "block ", index, " declares no groups");
+}
+
+int64_t LlamaBlock::kv_heads_per_group() const {
+  return config_.n_kv_heads / static_cast<int64_t>(ids_.heads.size());
+}
+int64_t LlamaBlock::q_heads_per_group() const {
+  return kv_heads_per_group() * (config_.n_heads / config_.n_kv_heads);
+}
+int64_t LlamaBlock::units_per_group() const {
+  return config_.ffn_dim / static_cast<int64_t>(ids_.ffn.size());
+}
+
+bool LlamaBlock::active() const {
+  if (params_.is_materialized(ids_.norm1)) return true;
+  for (const auto& h : ids_.heads)
+    if (params_.is_materialized(h.wq)) return true;
+  for (const auto& f : ids_.ffn)
+    if (params_.is_materialized(f.wgate)) return true;
+  return false;
+}
+
+bool LlamaBlock::trained() const {
+  if (params_.is_trained(ids_.norm1)) return true;
+  for (const auto& h : ids_.heads)
+    if (params_.is_trained(h.wq)) return true;
+  for (const auto& f : ids_.ffn)
+    if (params_.is_trained(f.wgate)) return true;
+  return false;
+}
 
 OwnedTensor LlamaBlock::forward(OwnedTensor x_in, const BatchShape& shape,
                                 const Tensor& rope_cos, const Tensor& rope_sin,
                                 Allocator& alloc) {
   const LlamaConfig& c = config_;
-  const int64_t N = shape.tokens(), D = c.dim, F = c.ffn_dim, Dh = c.head_dim();
-  const int64_t Hq = c.n_heads, Hkv = c.n_kv_heads;
+  const int64_t N = shape.tokens(), D = c.dim, Dh = c.head_dim();
+  const int64_t qh = q_heads_per_group(), kvh = kv_heads_per_group(), fw = units_per_group();
   const DType dt = x_in->dtype();
   const ParameterSet& P = params_;
   shape_ = shape;
   Saved s;
   s.x_in = std::move(x_in);                                 // [N, D]
-  s.rstd1 = OwnedTensor(alloc, {N}, dt, kSaved);            // [N]
-  s.h1 = OwnedTensor(alloc, {N, D}, dt, kSaved);            // [N, D]
-  ops::rmsnorm_forward(*s.x_in, P.param(ids_.norm1), c.norm_eps, *s.h1, *s.rstd1);
 
-  s.q = OwnedTensor(alloc, {N, Hq * Dh}, dt, kSaved);       // [N, Hq*Dh], RoPE applied
-  s.k = OwnedTensor(alloc, {N, Hkv * Dh}, dt, kSaved);      // [N, Hkv*Dh], RoPE applied
-  s.v = OwnedTensor(alloc, {N, Hkv * Dh}, dt, kSaved);      // [N, Hkv*Dh]
-  ops::linear_forward(*s.h1, P.param(ids_.wq), *s.q);
-  ops::linear_forward(*s.h1, P.param(ids_.wk), *s.k);
-  ops::linear_forward(*s.h1, P.param(ids_.wv), *s.v);
-  const Tensor cos = rope_cos.rows(0, shape.seq), sin = rope_sin.rows(0, shape.seq);
-  Tensor q4 = s.q->view({shape.batch, shape.seq, Hq, Dh});
-  Tensor k4 = s.k->view({shape.batch, shape.seq, Hkv, Dh});
-  Tensor v4 = s.v->view({shape.batch, shape.seq, Hkv, Dh});
-  ops::rope_forward(q4, cos, sin, q4);
-  ops::rope_forward(k4, cos, sin, k4);
-
-  s.attn = OwnedTensor(alloc, {N, Hq * Dh}, dt, kSaved);    // [N, Hq*Dh]
-  s.lse = OwnedTensor(alloc, {shape.batch, Hq, shape.seq}, dt, kSaved);  // [B, Hq, T]
-  {
-    OwnedTensor work(alloc, {ops::attention_workspace_elems(shape.batch, shape.seq, Hq, Hkv, Dh)},
-                     dt, kScratch);
-    Tensor attn4 = s.attn->view({shape.batch, shape.seq, Hq, Dh});
-    ops::attention_forward(q4, k4, v4, attn4, *s.lse, *work);
+  // ---- attention over the held head groups
+  OwnedTensor attn_out;                                     // [N, D] sum of a_g Wo_g^T
+  for (int g = 0; g < static_cast<int>(ids_.heads.size()); ++g) {
+    const HeadGroupParams& w = ids_.heads[static_cast<size_t>(g)];
+    if (!P.is_materialized(w.wq)) continue;
+    if (!s.h1) {
+      s.rstd1 = OwnedTensor(alloc, {N}, dt, kSaved);        // [N]
+      s.h1 = OwnedTensor(alloc, {N, D}, dt, kSaved);        // [N, D]
+      ops::rmsnorm_forward(*s.x_in, P.param(ids_.norm1), c.norm_eps, *s.h1, *s.rstd1);
+    }
+    HeadSaved hs;
+    hs.group = g;
+    hs.q = OwnedTensor(alloc, {N, qh * Dh}, dt, kSaved);    // [N, qh*Dh], RoPE applied
+    hs.k = OwnedTensor(alloc, {N, kvh * Dh}, dt, kSaved);   // [N, kvh*Dh], RoPE applied
+    hs.v = OwnedTensor(alloc, {N, kvh * Dh}, dt, kSaved);   // [N, kvh*Dh]
+    ops::linear_forward(*s.h1, P.param(w.wq), *hs.q);
+    ops::linear_forward(*s.h1, P.param(w.wk), *hs.k);
+    ops::linear_forward(*s.h1, P.param(w.wv), *hs.v);
+    const Tensor cos = rope_cos.rows(0, shape.seq), sin = rope_sin.rows(0, shape.seq);
+    Tensor q4 = hs.q->view({shape.batch, shape.seq, qh, Dh});
+    Tensor k4 = hs.k->view({shape.batch, shape.seq, kvh, Dh});
+    Tensor v4 = hs.v->view({shape.batch, shape.seq, kvh, Dh});
+    ops::rope_forward(q4, cos, sin, q4);
+    ops::rope_forward(k4, cos, sin, k4);
+    hs.attn = OwnedTensor(alloc, {N, qh * Dh}, dt, kSaved);             // [N, qh*Dh]
+    hs.lse = OwnedTensor(alloc, {shape.batch, qh, shape.seq}, dt, kSaved);  // [B, qh, T]
+    {
+      OwnedTensor work(alloc, {ops::attention_workspace_elems(shape.batch, shape.seq, qh, kvh, Dh)},
+                       dt, kScratch);
+      Tensor attn4 = hs.attn->view({shape.batch, shape.seq, qh, Dh});
+      ops::attention_forward(q4, k4, v4, attn4, *hs.lse, *work);
+    }
+    // The first group writes the sum in place (the common one-group case
+    // allocates nothing extra); later groups go through a scratch buffer.
+    OwnedTensor part(alloc, {N, D}, dt, attn_out ? kScratch : kSaved);  // [N, D]
+    ops::linear_forward(*hs.attn, P.param(w.wo), *part);
+    add_into(attn_out, std::move(part));
+    s.heads.push_back(std::move(hs));
+  }
+  if (attn_out) {
+    ops::accumulate(*attn_out, *s.x_in);
+    s.x_mid = std::move(attn_out);                          // [N, D] residual after attention
+  } else {
+    s.x_mid = copy_of(*s.x_in, alloc, kSaved);              // no head held: m = x
   }
 
-  s.x_mid = OwnedTensor(alloc, {N, D}, dt, kSaved);         // [N, D] residual after attention
-  ops::linear_forward(*s.attn, P.param(ids_.wo), *s.x_mid);
-  ops::accumulate(*s.x_mid, *s.x_in);
-
-  s.rstd2 = OwnedTensor(alloc, {N}, dt, kSaved);            // [N]
-  s.h2 = OwnedTensor(alloc, {N, D}, dt, kSaved);            // [N, D]
-  ops::rmsnorm_forward(*s.x_mid, P.param(ids_.norm2), c.norm_eps, *s.h2, *s.rstd2);
-  s.gate = OwnedTensor(alloc, {N, F}, dt, kSaved);          // [N, F]
-  s.up = OwnedTensor(alloc, {N, F}, dt, kSaved);            // [N, F]
-  s.act = OwnedTensor(alloc, {N, F}, dt, kSaved);           // [N, F] silu(gate) * up
-  ops::linear_forward(*s.h2, P.param(ids_.wgate), *s.gate);
-  ops::linear_forward(*s.h2, P.param(ids_.wup), *s.up);
-  ops::swiglu_forward(*s.gate, *s.up, *s.act);
-
-  OwnedTensor y(alloc, {N, D}, dt, kSaved);                 // [N, D] block output
-  ops::linear_forward(*s.act, P.param(ids_.wdown), *y);
-  ops::accumulate(*y, *s.x_mid);
+  // ---- FFN over the held unit groups
+  OwnedTensor y;                                            // [N, D] block output
+  for (int g = 0; g < static_cast<int>(ids_.ffn.size()); ++g) {
+    const FfnGroupParams& w = ids_.ffn[static_cast<size_t>(g)];
+    if (!P.is_materialized(w.wgate)) continue;
+    if (!s.h2) {
+      s.rstd2 = OwnedTensor(alloc, {N}, dt, kSaved);        // [N]
+      s.h2 = OwnedTensor(alloc, {N, D}, dt, kSaved);        // [N, D]
+      ops::rmsnorm_forward(*s.x_mid, P.param(ids_.norm2), c.norm_eps, *s.h2, *s.rstd2);
+    }
+    FfnSaved fs;
+    fs.group = g;
+    fs.gate = OwnedTensor(alloc, {N, fw}, dt, kSaved);      // [N, fw]
+    fs.up = OwnedTensor(alloc, {N, fw}, dt, kSaved);        // [N, fw]
+    fs.act = OwnedTensor(alloc, {N, fw}, dt, kSaved);       // [N, fw]
+    ops::linear_forward(*s.h2, P.param(w.wgate), *fs.gate);
+    ops::linear_forward(*s.h2, P.param(w.wup), *fs.up);
+    ops::swiglu_forward(*fs.gate, *fs.up, *fs.act);
+    OwnedTensor part(alloc, {N, D}, dt, y ? kScratch : kSaved);  // [N, D]
+    ops::linear_forward(*fs.act, P.param(w.wdown), *part);
+    add_into(y, std::move(part));
+    s.ffn.push_back(std::move(fs));
+  }
+  if (y) {
+    ops::accumulate(*y, *s.x_mid);
+  } else {
+    y = copy_of(*s.x_mid, alloc, kSaved);                   // no FFN unit held: y = m
+  }
   saved_ = std::move(s);
   return y;
 }
@@ -98,10 +154,9 @@ OwnedTensor LlamaBlock::backward_input(OwnedTensor dy, const Tensor& rope_cos,
                                        const Tensor& rope_sin, bool keep_for_weights,
                                        Allocator& alloc) {
   SDP_CHECK(saved_, "block ", index_, ": backward_input() without a saved forward");
-  const LlamaConfig& c = config_;
   const BatchShape& sh = shape_;
-  const int64_t N = sh.tokens(), D = c.dim, F = c.ffn_dim, Dh = c.head_dim();
-  const int64_t Hq = c.n_heads, Hkv = c.n_kv_heads;
+  const int64_t N = sh.tokens(), D = config_.dim, Dh = config_.head_dim();
+  const int64_t qh = q_heads_per_group(), kvh = kv_heads_per_group(), fw = units_per_group();
   const DType dt = dy->dtype();
   const ParameterSet& P = params_;
   Saved& s = *saved_;
@@ -110,59 +165,80 @@ OwnedTensor LlamaBlock::backward_input(OwnedTensor dy, const Tensor& rope_cos,
   const MemCategory keep = keep_for_weights ? kSaved : kScratch;
   OutputGrads g;
 
-  // MLP: y = m + act Wd^T
-  OwnedTensor d_act(alloc, {N, F}, dt, kScratch);           // [N, F]
-  ops::linear_backward_input(*dy, P.param(ids_.wdown), *d_act);
-  g.dgate = OwnedTensor(alloc, {N, F}, dt, keep);           // [N, F]
-  g.dup = OwnedTensor(alloc, {N, F}, dt, keep);             // [N, F]
-  ops::swiglu_backward_input(*d_act, *s.gate, *s.up, *g.dgate, *g.dup);
-  d_act = OwnedTensor();
-  g.dh2 = OwnedTensor(alloc, {N, D}, dt, keep);             // [N, D]
-  {
+  // ---- FFN: y = m + sum_g act_g Wd_g^T
+  for (const FfnSaved& fs : s.ffn) {
+    const FfnGroupParams& w = ids_.ffn[static_cast<size_t>(fs.group)];
+    const MemCategory mine = keep_for_weights && P.is_trained(w.wgate) ? kSaved : kScratch;
+    OwnedTensor d_act(alloc, {N, fw}, dt, kScratch);        // [N, fw]
+    ops::linear_backward_input(*dy, P.param(w.wdown), *d_act);
+    FfnGrads fg;
+    fg.dgate = OwnedTensor(alloc, {N, fw}, dt, mine);       // [N, fw]
+    fg.dup = OwnedTensor(alloc, {N, fw}, dt, mine);         // [N, fw]
+    ops::swiglu_backward_input(*d_act, *fs.gate, *fs.up, *fg.dgate, *fg.dup);
+    d_act = OwnedTensor();
+    OwnedTensor part(alloc, {N, D}, dt, g.dh2 ? kScratch : keep);  // [N, D]
+    ops::linear_backward_input(*fg.dgate, P.param(w.wgate), *part);
     OwnedTensor tmp(alloc, {N, D}, dt, kScratch);           // [N, D]
-    ops::linear_backward_input(*g.dgate, P.param(ids_.wgate), *g.dh2);
-    ops::linear_backward_input(*g.dup, P.param(ids_.wup), *tmp);
-    ops::accumulate(*g.dh2, *tmp);
+    ops::linear_backward_input(*fg.dup, P.param(w.wup), *tmp);
+    ops::accumulate(*part, *tmp);
+    add_into(g.dh2, std::move(part));
+    if (mine == kScratch) fg = FfnGrads();
+    g.ffn.push_back(std::move(fg));
   }
-  g.d_mid = OwnedTensor(alloc, {N, D}, dt, keep);           // [N, D] gradient of m
-  ops::rmsnorm_backward_input(*g.dh2, *s.x_mid, P.param(ids_.norm2), *s.rstd2, *g.d_mid);
-  ops::accumulate(*g.d_mid, *dy);
+  if (g.dh2) {
+    g.d_mid = OwnedTensor(alloc, {N, D}, dt, keep);         // [N, D] gradient of m
+    ops::rmsnorm_backward_input(*g.dh2, *s.x_mid, P.param(ids_.norm2), *s.rstd2, *g.d_mid);
+    ops::accumulate(*g.d_mid, *dy);
+  } else {
+    g.d_mid = copy_of(*dy, alloc, keep);
+  }
 
-  // Attention: m = x + attn Wo^T
-  OwnedTensor d_attn(alloc, {N, Hq * Dh}, dt, kScratch);    // [N, Hq*Dh]
-  ops::linear_backward_input(*g.d_mid, P.param(ids_.wo), *d_attn);
-  g.dq = OwnedTensor(alloc, {N, Hq * Dh}, dt, keep);        // [N, Hq*Dh]
-  g.dk = OwnedTensor(alloc, {N, Hkv * Dh}, dt, keep);       // [N, Hkv*Dh]
-  g.dv = OwnedTensor(alloc, {N, Hkv * Dh}, dt, keep);       // [N, Hkv*Dh]
-  Tensor dq4 = g.dq->view({sh.batch, sh.seq, Hq, Dh});
-  Tensor dk4 = g.dk->view({sh.batch, sh.seq, Hkv, Dh});
-  Tensor dv4 = g.dv->view({sh.batch, sh.seq, Hkv, Dh});
-  {
-    OwnedTensor work(alloc, {ops::attention_workspace_elems(sh.batch, sh.seq, Hq, Hkv, Dh)},
-                     dt, kScratch);
-    ops::attention_backward_input(d_attn->view({sh.batch, sh.seq, Hq, Dh}),
-                                  s.q->view({sh.batch, sh.seq, Hq, Dh}),
-                                  s.k->view({sh.batch, sh.seq, Hkv, Dh}),
-                                  s.v->view({sh.batch, sh.seq, Hkv, Dh}),
-                                  s.attn->view({sh.batch, sh.seq, Hq, Dh}), *s.lse, dq4, dk4,
-                                  dv4, *work);
-  }
-  d_attn = OwnedTensor();
+  // ---- attention: m = x + sum_g a_g Wo_g^T
   const Tensor cos = rope_cos.rows(0, sh.seq), sin = rope_sin.rows(0, sh.seq);
-  ops::rope_backward_input(dq4, cos, sin, dq4);
-  ops::rope_backward_input(dk4, cos, sin, dk4);
-  g.dh1 = OwnedTensor(alloc, {N, D}, dt, keep);             // [N, D]
-  {
+  for (const HeadSaved& hs : s.heads) {
+    const HeadGroupParams& w = ids_.heads[static_cast<size_t>(hs.group)];
+    const MemCategory mine = keep_for_weights && P.is_trained(w.wq) ? kSaved : kScratch;
+    OwnedTensor d_attn(alloc, {N, qh * Dh}, dt, kScratch);  // [N, qh*Dh]
+    ops::linear_backward_input(*g.d_mid, P.param(w.wo), *d_attn);
+    HeadGrads hg;
+    hg.dq = OwnedTensor(alloc, {N, qh * Dh}, dt, mine);     // [N, qh*Dh]
+    hg.dk = OwnedTensor(alloc, {N, kvh * Dh}, dt, mine);    // [N, kvh*Dh]
+    hg.dv = OwnedTensor(alloc, {N, kvh * Dh}, dt, mine);    // [N, kvh*Dh]
+    Tensor dq4 = hg.dq->view({sh.batch, sh.seq, qh, Dh});
+    Tensor dk4 = hg.dk->view({sh.batch, sh.seq, kvh, Dh});
+    Tensor dv4 = hg.dv->view({sh.batch, sh.seq, kvh, Dh});
+    {
+      OwnedTensor work(alloc, {ops::attention_workspace_elems(sh.batch, sh.seq, qh, kvh, Dh)},
+                       dt, kScratch);
+      ops::attention_backward_input(d_attn->view({sh.batch, sh.seq, qh, Dh}),
+                                    hs.q->view({sh.batch, sh.seq, qh, Dh}),
+                                    hs.k->view({sh.batch, sh.seq, kvh, Dh}),
+                                    hs.v->view({sh.batch, sh.seq, kvh, Dh}),
+                                    hs.attn->view({sh.batch, sh.seq, qh, Dh}), *hs.lse, dq4,
+                                    dk4, dv4, *work);
+    }
+    d_attn = OwnedTensor();
+    ops::rope_backward_input(dq4, cos, sin, dq4);
+    ops::rope_backward_input(dk4, cos, sin, dk4);
+    OwnedTensor part(alloc, {N, D}, dt, g.dh1 ? kScratch : keep);  // [N, D]
+    ops::linear_backward_input(*hg.dq, P.param(w.wq), *part);
     OwnedTensor tmp(alloc, {N, D}, dt, kScratch);           // [N, D]
-    ops::linear_backward_input(*g.dq, P.param(ids_.wq), *g.dh1);
-    ops::linear_backward_input(*g.dk, P.param(ids_.wk), *tmp);
-    ops::accumulate(*g.dh1, *tmp);
-    ops::linear_backward_input(*g.dv, P.param(ids_.wv), *tmp);
-    ops::accumulate(*g.dh1, *tmp);
+    ops::linear_backward_input(*hg.dk, P.param(w.wk), *tmp);
+    ops::accumulate(*part, *tmp);
+    ops::linear_backward_input(*hg.dv, P.param(w.wv), *tmp);
+    ops::accumulate(*part, *tmp);
+    add_into(g.dh1, std::move(part));
+    if (mine == kScratch) hg = HeadGrads();
+    g.heads.push_back(std::move(hg));
   }
-  OwnedTensor dx(alloc, {N, D}, dt, kSaved);                // [N, D] gradient of x_in
-  ops::rmsnorm_backward_input(*g.dh1, *s.x_in, P.param(ids_.norm1), *s.rstd1, *dx);
-  ops::accumulate(*dx, *g.d_mid);
+  OwnedTensor dx;                                           // [N, D] gradient of x_in
+  if (g.dh1) {
+    dx = OwnedTensor(alloc, {N, D}, dt, kSaved);
+    ops::rmsnorm_backward_input(*g.dh1, *s.x_in, P.param(ids_.norm1), *s.rstd1, *dx);
+    ops::accumulate(*dx, *g.d_mid);
+  } else {
+    dx = copy_of(*g.d_mid, alloc, kSaved);
+  }
 
   if (keep_for_weights) {
     g.dy = std::move(dy);
@@ -179,18 +255,31 @@ void LlamaBlock::backward_weight() {
   const ParameterSet& P = params_;
   const Saved& s = *saved_;
   const OutputGrads& g = *grads_;
-  Tensor d_wdown = P.grad(ids_.wdown), d_wgate = P.grad(ids_.wgate), d_wup = P.grad(ids_.wup);
-  Tensor d_norm2 = P.grad(ids_.norm2), d_wo = P.grad(ids_.wo), d_wq = P.grad(ids_.wq);
-  Tensor d_wk = P.grad(ids_.wk), d_wv = P.grad(ids_.wv), d_norm1 = P.grad(ids_.norm1);
-  ops::linear_backward_weight(*g.dy, *s.act, d_wdown);
-  ops::linear_backward_weight(*g.dgate, *s.h2, d_wgate);
-  ops::linear_backward_weight(*g.dup, *s.h2, d_wup);
-  ops::rmsnorm_backward_weight(*g.dh2, *s.x_mid, *s.rstd2, d_norm2);
-  ops::linear_backward_weight(*g.d_mid, *s.attn, d_wo);
-  ops::linear_backward_weight(*g.dq, *s.h1, d_wq);
-  ops::linear_backward_weight(*g.dk, *s.h1, d_wk);
-  ops::linear_backward_weight(*g.dv, *s.h1, d_wv);
-  ops::rmsnorm_backward_weight(*g.dh1, *s.x_in, *s.rstd1, d_norm1);
+  for (size_t i = 0; i < s.ffn.size(); ++i) {
+    const FfnGroupParams& w = ids_.ffn[static_cast<size_t>(s.ffn[i].group)];
+    if (!P.is_trained(w.wgate)) continue;
+    Tensor d_down = P.grad(w.wdown), d_gate = P.grad(w.wgate), d_up = P.grad(w.wup);
+    ops::linear_backward_weight(*g.dy, *s.ffn[i].act, d_down);
+    ops::linear_backward_weight(*g.ffn[i].dgate, *s.h2, d_gate);
+    ops::linear_backward_weight(*g.ffn[i].dup, *s.h2, d_up);
+  }
+  if (g.dh2 && P.is_trained(ids_.norm2)) {
+    Tensor d_norm2 = P.grad(ids_.norm2);
+    ops::rmsnorm_backward_weight(*g.dh2, *s.x_mid, *s.rstd2, d_norm2);
+  }
+  for (size_t i = 0; i < s.heads.size(); ++i) {
+    const HeadGroupParams& w = ids_.heads[static_cast<size_t>(s.heads[i].group)];
+    if (!P.is_trained(w.wq)) continue;
+    Tensor d_o = P.grad(w.wo), d_q = P.grad(w.wq), d_k = P.grad(w.wk), d_v = P.grad(w.wv);
+    ops::linear_backward_weight(*g.d_mid, *s.heads[i].attn, d_o);
+    ops::linear_backward_weight(*g.heads[i].dq, *s.h1, d_q);
+    ops::linear_backward_weight(*g.heads[i].dk, *s.h1, d_k);
+    ops::linear_backward_weight(*g.heads[i].dv, *s.h1, d_v);
+  }
+  if (g.dh1 && P.is_trained(ids_.norm1)) {
+    Tensor d_norm1 = P.grad(ids_.norm1);
+    ops::rmsnorm_backward_weight(*g.dh1, *s.x_in, *s.rstd1, d_norm1);
+  }
   release();
 }
 
@@ -199,14 +288,24 @@ void LlamaBlock::release() {
   saved_.reset();
 }
 
-size_t LlamaBlock::saved_activation_bytes(const LlamaConfig& c, const BatchShape& s,
-                                          DType dtype, const Allocator& alloc) {
-  const int64_t N = s.tokens(), D = c.dim, F = c.ffn_dim, Dh = c.head_dim();
+size_t LlamaBlock::saved_activation_bytes(const BatchShape& s, DType dtype,
+                                          const Allocator& alloc) const {
+  const LlamaConfig& c = config_;
+  const int64_t N = s.tokens(), D = c.dim, Dh = c.head_dim();
+  const int64_t qh = q_heads_per_group(), kvh = kv_heads_per_group(), fw = units_per_group();
   const size_t e = dtype_size(dtype);
   auto bytes = [&](int64_t numel) { return alloc.rounded(static_cast<size_t>(numel) * e); };
-  // x_in, h1, x_mid, h2; rstd1, rstd2; q, attn; k, v; lse; gate, up, act
-  return 4 * bytes(N * D) + 2 * bytes(N) + 2 * bytes(N * c.n_heads * Dh) +
-         2 * bytes(N * c.n_kv_heads * Dh) + bytes(s.batch * c.n_heads * s.seq) + 3 * bytes(N * F);
+  int heads = 0, ffn = 0;
+  for (const auto& h : ids_.heads) heads += params_.is_materialized(h.wq);
+  for (const auto& f : ids_.ffn) ffn += params_.is_materialized(f.wgate);
+  size_t total = 2 * bytes(N * D);                              // x_in, x_mid
+  if (heads > 0) total += bytes(N * D) + bytes(N);              // h1, rstd1
+  if (ffn > 0) total += bytes(N * D) + bytes(N);                // h2, rstd2
+  // per head group: q, attn; k, v; lse. per FFN group: gate, up, act.
+  total += static_cast<size_t>(heads) * (2 * bytes(N * qh * Dh) + 2 * bytes(N * kvh * Dh) +
+                                         bytes(s.batch * qh * s.seq));
+  total += static_cast<size_t>(ffn) * 3 * bytes(N * fw);
+  return total;
 }
 
 }  // namespace sdp::llama

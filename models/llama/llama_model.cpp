@@ -1,5 +1,6 @@
 #include "models/llama/llama_model.h"
 
+#include <algorithm>
 #include <cmath>
 #include <limits>
 
@@ -7,26 +8,157 @@
 
 namespace sdp::llama {
 
-LlamaModel::LlamaModel(const LlamaConfig& config) : config_(config) {
-  config_.validate();
-  const int shared = params_.add_group("shared");
-  std::vector<int> groups;
-  for (int b = 0; b < config_.n_layers; ++b)
-    groups.push_back(params_.add_group("block." + std::to_string(b)));
-  const int64_t D = config_.dim, V = config_.vocab;
-  embed_ = params_.declare("model.embed_tokens.weight", {V, D}, shared, InitKind::normal, 0.02);
-  for (int b = 0; b < config_.n_layers; ++b)
-    blocks_.push_back(std::make_unique<LlamaBlock>(config_, params_, b, groups[static_cast<size_t>(b)]));
-  final_norm_ = params_.declare("model.norm.weight", {D}, shared, InitKind::ones);
-  head_ = config_.tie_embeddings
-              ? embed_
-              : params_.declare("lm_head.weight", {V, D}, shared, InitKind::normal, 0.02);
+std::vector<Component> LlamaModel::component_specs(const LlamaConfig& config,
+                                                   const ModelLayout& layout) {
+  config.validate();
+  std::vector<Component> out;
+  out.push_back({"shared", ComponentKind::shared, -1, 0, {}, 0, -1});
+  const int L = config.n_layers;
+  if (layout.granularity == Granularity::block) {
+    for (int b = 0; b < L; ++b)
+      out.push_back({"block." + std::to_string(b), ComponentKind::block, b, 0, {}, 0, -1});
+    return out;
+  }
+  const int64_t F = config.ffn_dim, Hkv = config.n_kv_heads;
+  if (layout.ffn_groups < 1 || F % layout.ffn_groups != 0)
+    fail("ffn_groups = ", layout.ffn_groups, " must divide the FFN size ", F, " of model ",
+         config.name);
+  if (layout.head_groups < 1 || Hkv % layout.head_groups != 0)
+    fail("head_groups = ", layout.head_groups, " must divide the number of KV heads ", Hkv,
+         " of model ", config.name);
+  for (int g = 0; g < std::max(layout.ffn_groups, layout.head_groups); ++g)
+    for (int b = 0; b < L; ++b) {
+      const std::string block = "block." + std::to_string(b);
+      if (g < layout.ffn_groups)
+        out.push_back({block + ".ffn." + std::to_string(g), ComponentKind::ffn_group, b, g, {}, 0, -1});
+      if (g < layout.head_groups)
+        out.push_back({block + ".heads." + std::to_string(g), ComponentKind::head_group, b, g, {}, 0, -1});
+    }
+  return out;
 }
 
-void LlamaModel::materialize(Allocator& alloc, DType dtype, const std::vector<bool>& owned) {
+LlamaModel::LlamaModel(const LlamaConfig& config, ModelLayout layout)
+    : config_(config), layout_(std::move(layout)) {
+  components_ = component_specs(config_, layout_);
+  if (layout_.component_group.empty()) {
+    SDP_CHECK(layout_.group_names.empty(), "layout: group names given without a component map");
+    for (size_t c = 0; c < components_.size(); ++c) {
+      layout_.component_group.push_back(static_cast<int>(c));
+      layout_.group_names.push_back(components_[c].name);
+    }
+  }
+  SDP_CHECK(layout_.component_group.size() == components_.size(), "layout maps ",
+            layout_.component_group.size(), " components, the model has ", components_.size());
+  for (const std::string& name : layout_.group_names) params_.add_group(name);
+  for (size_t c = 0; c < components_.size(); ++c) {
+    const int g = layout_.component_group[c];
+    SDP_CHECK(g >= 0 && g < params_.group_count(), "layout: component ", components_[c].name,
+              " is placed in group ", g, " of ", params_.group_count());
+    components_[c].group = g;
+  }
+  declare_parameters();
+  for (Component& comp : components_)
+    for (int id : comp.params) comp.numel += params_.decl(id).shape.numel();
+}
+
+void LlamaModel::declare_parameters() {
+  const LlamaConfig& c = config_;
+  const int64_t D = c.dim, V = c.vocab, F = c.ffn_dim, Dh = c.head_dim();
+  const int64_t q_out = c.n_heads * Dh, kv_out = c.n_kv_heads * Dh;
+  // GPT-2 style scaling of the projections that write into the residual
+  // stream keeps its variance from growing with depth.
+  const double std = 0.02, out_std = 0.02 / std::sqrt(2.0 * static_cast<double>(c.n_layers));
+  const bool neuron = layout_.granularity == Granularity::neuron;
+  const int head_groups = neuron ? layout_.head_groups : 1;
+  const int ffn_groups = neuron ? layout_.ffn_groups : 1;
+  std::vector<BlockParams> blocks(static_cast<size_t>(c.n_layers));
+  for (BlockParams& b : blocks) {
+    b.heads.resize(static_cast<size_t>(head_groups));
+    b.ffn.resize(static_cast<size_t>(ffn_groups));
+  }
+  auto layer = [](int b) { return "model.layers." + std::to_string(b) + "."; };
+
+  for (Component& comp : components_) {
+    auto add = [&](int id) { comp.params.push_back(id); return id; };
+    const int g = comp.group;
+    switch (comp.kind) {
+      case ComponentKind::shared: {
+        embed_ = add(params_.declare("model.embed_tokens.weight", {V, D}, g, InitKind::normal, std));
+        final_norm_ = add(params_.declare("model.norm.weight", {D}, g, InitKind::ones));
+        head_ = c.tie_embeddings
+                    ? embed_
+                    : add(params_.declare("lm_head.weight", {V, D}, g, InitKind::normal, std));
+        if (!neuron) break;
+        // Every neuron group of a block reads its norms: they stay shared.
+        for (int b = 0; b < c.n_layers; ++b) {
+          BlockParams& bp = blocks[static_cast<size_t>(b)];
+          bp.norm1 = add(params_.declare(layer(b) + "input_layernorm.weight", {D}, g, InitKind::ones));
+          bp.norm2 = add(params_.declare(layer(b) + "post_attention_layernorm.weight", {D}, g,
+                                         InitKind::ones));
+        }
+        break;
+      }
+      case ComponentKind::block: {
+        const std::string pre = layer(comp.block);
+        BlockParams& bp = blocks[static_cast<size_t>(comp.block)];
+        HeadGroupParams& h = bp.heads[0];
+        FfnGroupParams& f = bp.ffn[0];
+        bp.norm1 = add(params_.declare(pre + "input_layernorm.weight", {D}, g, InitKind::ones));
+        h.wq = add(params_.declare(pre + "self_attn.q_proj.weight", {q_out, D}, g, InitKind::normal, std));
+        h.wk = add(params_.declare(pre + "self_attn.k_proj.weight", {kv_out, D}, g, InitKind::normal, std));
+        h.wv = add(params_.declare(pre + "self_attn.v_proj.weight", {kv_out, D}, g, InitKind::normal, std));
+        h.wo = add(params_.declare(pre + "self_attn.o_proj.weight", {D, q_out}, g, InitKind::normal, out_std));
+        bp.norm2 = add(params_.declare(pre + "post_attention_layernorm.weight", {D}, g, InitKind::ones));
+        f.wgate = add(params_.declare(pre + "mlp.gate_proj.weight", {F, D}, g, InitKind::normal, std));
+        f.wup = add(params_.declare(pre + "mlp.up_proj.weight", {F, D}, g, InitKind::normal, std));
+        f.wdown = add(params_.declare(pre + "mlp.down_proj.weight", {D, F}, g, InitKind::normal, out_std));
+        break;
+      }
+      case ComponentKind::ffn_group: {
+        const std::string pre = layer(comp.block), label = "ffn." + std::to_string(comp.index);
+        const int64_t w = F / ffn_groups, start = comp.index * w;
+        FfnGroupParams& f = blocks[static_cast<size_t>(comp.block)].ffn[static_cast<size_t>(comp.index)];
+        f.wgate = add(params_.declare_piece(pre + "mlp.gate_proj.weight", {F, D}, 0, start, w, label, g,
+                                            InitKind::normal, std));
+        f.wup = add(params_.declare_piece(pre + "mlp.up_proj.weight", {F, D}, 0, start, w, label, g,
+                                          InitKind::normal, std));
+        f.wdown = add(params_.declare_piece(pre + "mlp.down_proj.weight", {D, F}, 1, start, w, label, g,
+                                            InitKind::normal, out_std));
+        break;
+      }
+      case ComponentKind::head_group: {
+        const std::string pre = layer(comp.block), label = "heads." + std::to_string(comp.index);
+        const int64_t q_rows = q_out / head_groups, kv_rows = kv_out / head_groups;
+        HeadGroupParams& h = blocks[static_cast<size_t>(comp.block)].heads[static_cast<size_t>(comp.index)];
+        h.wq = add(params_.declare_piece(pre + "self_attn.q_proj.weight", {q_out, D}, 0,
+                                         comp.index * q_rows, q_rows, label, g, InitKind::normal, std));
+        h.wk = add(params_.declare_piece(pre + "self_attn.k_proj.weight", {kv_out, D}, 0,
+                                         comp.index * kv_rows, kv_rows, label, g, InitKind::normal, std));
+        h.wv = add(params_.declare_piece(pre + "self_attn.v_proj.weight", {kv_out, D}, 0,
+                                         comp.index * kv_rows, kv_rows, label, g, InitKind::normal, std));
+        h.wo = add(params_.declare_piece(pre + "self_attn.o_proj.weight", {D, q_out}, 1,
+                                         comp.index * q_rows, q_rows, label, g, InitKind::normal, out_std));
+        break;
+      }
+    }
+  }
+  for (int b = 0; b < c.n_layers; ++b)
+    blocks_.push_back(std::make_unique<LlamaBlock>(config_, params_, b,
+                                                   std::move(blocks[static_cast<size_t>(b)])));
+}
+
+int LlamaModel::block_group(int b) const {
+  for (const Component& comp : components_)
+    if (comp.kind == ComponentKind::block && comp.block == b) return comp.group;
+  fail("block_group(", b, "): the model is not cut into blocks (granularity ",
+       granularity_name(layout_.granularity), ")");
+}
+
+void LlamaModel::materialize(Allocator& alloc, DType dtype, const std::vector<bool>& held,
+                             const std::vector<bool>& trained) {
   alloc_ = &alloc;
   dtype_ = dtype;
-  params_.materialize(alloc, dtype, owned);
+  params_.materialize(alloc, dtype, held, trained);
   const int64_t half = config_.head_dim() / 2;
   // The RoPE tables are constants of the model, not parameters.
   rope_cos_ = OwnedTensor(alloc, {config_.max_seq, half}, dtype, MemCategory::workspace);
@@ -39,6 +171,7 @@ OwnedTensor LlamaModel::run_trunk(const Tensor& tokens, const BatchShape& shape,
   OwnedTensor x(*alloc_, {N, D}, dtype_, MemCategory::activation);  // [N, D]
   ops::embedding_forward(tokens.view({N}), params_.param(embed_), *x);  // x: [N, D]
   for (auto& block : blocks_) {
+    if (!block->active()) continue;  // B-SDP: the residual stream passes an unheld block
     x = block->forward(std::move(x), shape, *rope_cos_, *rope_sin_, *alloc_);
     if (!save) block->release();
   }
@@ -93,35 +226,39 @@ void LlamaModel::backward(double loss_scale, bool split_weight_grads) {
 
   // The logits' storage becomes their gradient: no second [N, V] buffer.
   ops::cross_entropy_backward_input(*h.logits, h.targets.view({N}), *h.lse, loss_scale, *h.logits);
-  const bool head_owned = params_.is_materialized(head_);
   OwnedTensor dh(*alloc_, {N, D}, dtype_, MemCategory::activation);  // [N, D]
   ops::linear_backward_input(*h.logits, params_.param(head_), *dh);
-  if (head_owned) {
+  if (params_.is_trained(head_)) {
     Tensor d_head = params_.grad(head_);
     ops::linear_backward_weight(*h.logits, *h.h, d_head);
   }
   h.logits = OwnedTensor();
   OwnedTensor dx(*alloc_, {N, D}, dtype_, MemCategory::activation);  // [N, D]
   ops::rmsnorm_backward_input(*dh, *h.x_last, params_.param(final_norm_), *h.rstd, *dx);
-  Tensor d_final_norm = params_.grad(final_norm_);
-  ops::rmsnorm_backward_weight(*dh, *h.x_last, *h.rstd, d_final_norm);
+  if (params_.is_trained(final_norm_)) {
+    Tensor d_final_norm = params_.grad(final_norm_);
+    ops::rmsnorm_backward_weight(*dh, *h.x_last, *h.rstd, d_final_norm);
+  }
   dh = OwnedTensor();
   const Tensor tokens = h.tokens;
   head_ctx_.reset();
 
   for (size_t i = blocks_.size(); i-- > 0;) {
-    const bool owned = params_.group_decl(block_group(static_cast<int>(i))).materialized;
-    dx = blocks_[i]->backward_input(std::move(dx), *rope_cos_, *rope_sin_, owned, *alloc_);
-    if (owned && !split_weight_grads) blocks_[i]->backward_weight();
+    LlamaBlock& block = *blocks_[i];
+    if (!block.active()) continue;
+    const bool trained = block.trained();
+    dx = block.backward_input(std::move(dx), *rope_cos_, *rope_sin_, trained, *alloc_);
+    if (trained && !split_weight_grads) block.backward_weight();
   }
-  Tensor d_embed = params_.grad(embed_);
-  ops::embedding_backward_weight(tokens.view({N}), *dx, d_embed);
+  if (params_.is_trained(embed_)) {
+    Tensor d_embed = params_.grad(embed_);
+    ops::embedding_backward_weight(tokens.view({N}), *dx, d_embed);
+  }
 }
 
 void LlamaModel::backward_weight() {
   for (size_t i = blocks_.size(); i-- > 0;)
-    if (params_.group_decl(block_group(static_cast<int>(i))).materialized)
-      blocks_[i]->backward_weight();
+    if (blocks_[i]->active() && blocks_[i]->trained()) blocks_[i]->backward_weight();
 }
 
 void LlamaModel::logits(const Tensor& tokens, Tensor& out) {
@@ -138,76 +275,14 @@ void LlamaModel::logits(const Tensor& tokens, Tensor& out) {
   ops::linear_forward(*h, params_.param(head_), out2);
 }
 
-std::vector<Component> LlamaModel::components(Granularity granularity, int ffn_groups,
-                                              int head_groups) const {
-  std::vector<Component> out;
-  auto whole = [&](int id) { return ParamSlice{id, 0, 0, -1}; };
-  Component shared{"shared", ComponentKind::shared, -1, {}, 0};
-  shared.slices.push_back(whole(embed_));
-  shared.slices.push_back(whole(final_norm_));
-  if (head_ != embed_) shared.slices.push_back(whole(head_));
-  const int64_t F = config_.ffn_dim, Hkv = config_.n_kv_heads;
-  const int64_t group_q = config_.n_heads / Hkv, Dh = config_.head_dim();
-  if (granularity == Granularity::neuron) {
-    SDP_CHECK(ffn_groups >= 1 && F % ffn_groups == 0, "ffn_groups = ", ffn_groups,
-              " must divide the FFN size ", F);
-    SDP_CHECK(head_groups >= 1 && Hkv % head_groups == 0, "head_groups = ", head_groups,
-              " must divide the number of KV heads ", Hkv);
-  }
-  for (size_t b = 0; b < blocks_.size(); ++b) {
-    const BlockParams& p = blocks_[b]->ids();
-    const std::string name = "block." + std::to_string(b);
-    if (granularity == Granularity::block) {
-      Component c{name, ComponentKind::block, static_cast<int>(b), {}, 0};
-      for (int id : {p.norm1, p.wq, p.wk, p.wv, p.wo, p.norm2, p.wgate, p.wup, p.wdown})
-        c.slices.push_back(whole(id));
-      out.push_back(std::move(c));
-      continue;
-    }
-    // The norms are read by every neuron group of the block: shared.
-    shared.slices.push_back(whole(p.norm1));
-    shared.slices.push_back(whole(p.norm2));
-    const int64_t fw = F / ffn_groups;
-    for (int g = 0; g < ffn_groups; ++g) {
-      Component c{name + ".ffn." + std::to_string(g), ComponentKind::ffn_group,
-                  static_cast<int>(b), {}, 0};
-      c.slices = {{p.wgate, 0, g * fw, fw}, {p.wup, 0, g * fw, fw}, {p.wdown, 1, g * fw, fw}};
-      out.push_back(std::move(c));
-    }
-    const int64_t kv_per = Hkv / head_groups;  // KV heads per group
-    for (int g = 0; g < head_groups; ++g) {
-      Component c{name + ".heads." + std::to_string(g), ComponentKind::head_group,
-                  static_cast<int>(b), {}, 0};
-      const int64_t q_rows = kv_per * group_q * Dh, kv_rows = kv_per * Dh;
-      c.slices = {{p.wq, 0, g * q_rows, q_rows},
-                  {p.wk, 0, g * kv_rows, kv_rows},
-                  {p.wv, 0, g * kv_rows, kv_rows},
-                  {p.wo, 1, g * q_rows, q_rows}};
-      out.push_back(std::move(c));
-    }
-  }
-  out.insert(out.begin(), std::move(shared));
-  for (Component& c : out)
-    for (ParamSlice& s : c.slices) {
-      const Shape& shape = params_.decl(s.param).shape;
-      if (s.length < 0) {
-        c.numel += shape.numel();
-      } else {
-        const int64_t other = shape.numel() / shape[s.axis];
-        c.numel += s.length * other;
-      }
-    }
-  return out;
-}
-
 size_t LlamaModel::saved_activation_bytes(const BatchShape& shape) const {
   SDP_CHECK(alloc_, "materialize() the model before planning activations");
   const int64_t N = shape.tokens();
   const size_t e = dtype_size(dtype_);
   auto bytes = [&](int64_t numel) { return alloc_->rounded(static_cast<size_t>(numel) * e); };
   size_t total = 0;
-  for (size_t b = 0; b < blocks_.size(); ++b)
-    total += LlamaBlock::saved_activation_bytes(config_, shape, dtype_, *alloc_);
+  for (const auto& block : blocks_)
+    if (block->active()) total += block->saved_activation_bytes(shape, dtype_, *alloc_);
   // Last block output, final norm (rstd, h), logits, lse.
   total += 2 * bytes(N * config_.dim) + 2 * bytes(N) + bytes(N * config_.vocab);
   return total;

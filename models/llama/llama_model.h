@@ -2,8 +2,11 @@
 // The LLaMA causal language model: embedding, decoder blocks, final RMSNorm,
 // LM head (tied to the embedding or not) and the fused cross-entropy loss.
 // Parameters carry Hugging Face names so a checkpoint loads in other LLaMA
-// implementations. Parameter groups: group 0 = shared (embedding, final norm,
-// head), group 1 + b = block b.
+// implementations. The model is cut into components (block or neuron
+// granularity, models/common/component.h); a ModelLayout says which storage
+// group holds each component. The default layout is one group per
+// component: block granularity gives group 0 = shared (embedding, final
+// norm, head) and group 1 + b = block b.
 #include <memory>
 #include <optional>
 #include <vector>
@@ -18,7 +21,13 @@ namespace sdp::llama {
 
 class LlamaModel {
  public:
-  explicit LlamaModel(const LlamaConfig& config);
+  explicit LlamaModel(const LlamaConfig& config, ModelLayout layout = {});
+  // The components a layout cuts the model into, in model order (shared
+  // first; neuron groups group-major: every block's group 0, then group 1,
+  // ... so that a cyclic plan's contiguous windows give each rank the same
+  // share of every layer). `params` and `group` are not filled in.
+  static std::vector<Component> component_specs(const LlamaConfig& config,
+                                                const ModelLayout& layout);
   LlamaModel(const LlamaModel&) = delete;
   LlamaModel& operator=(const LlamaModel&) = delete;
 
@@ -26,13 +35,19 @@ class LlamaModel {
   ParameterSet& params() { return params_; }
   const ParameterSet& params() const { return params_; }
 
-  // Allocates parameters (all groups, or those with owned[g] == true) and the
-  // RoPE tables on `alloc`, which also serves every activation later.
-  void materialize(Allocator& alloc, DType dtype, const std::vector<bool>& owned_groups = {});
+  // Allocates the parameters of the held storage groups (all when empty),
+  // keeps gradients for the trained ones (default = held; see
+  // ParameterSet::materialize), and the RoPE tables, on `alloc`, which also
+  // serves every activation later.
+  void materialize(Allocator& alloc, DType dtype, const std::vector<bool>& held_groups = {},
+                   const std::vector<bool>& trained_groups = {});
   Allocator& allocator() const { return *alloc_; }
   DType dtype() const { return dtype_; }
-  int shared_group() const { return 0; }
-  int block_group(int b) const { return 1 + b; }
+  const ModelLayout& layout() const { return layout_; }
+  // Components with their parameters and storage groups.
+  const std::vector<Component>& components() const { return components_; }
+  // Storage group of block b's component (block granularity).
+  int block_group(int b) const;
 
   // Forward of one micro-batch, keeping activations for backward.
   // tokens, targets [B, T] i32 (targets < 0 are ignored). Returns the summed
@@ -42,30 +57,29 @@ class LlamaModel {
   double forward(const Tensor& tokens, const Tensor& targets, bool keep_for_backward = true);
   int64_t valid_targets() const { return valid_targets_; }
   // Backward of the last forward. loss_scale multiplies each token's loss
-  // (e.g. 1 / tokens in the global batch). Weight gradients accumulate into
-  // params().grad(); with split_weight_grads, blocks keep what they need and
-  // the caller runs backward_weight() later (2BP). Blocks whose group is not
-  // in `weight_grad_groups` (when given) get no weight gradients at all.
+  // (e.g. 1 / tokens in the global batch). Weight gradients of the trained
+  // parameters accumulate into params().grad(); held but untrained ones
+  // (backward masking) get none, and no work is spent on them. With
+  // split_weight_grads, blocks keep what they need and the caller runs
+  // backward_weight() later (2BP).
   void backward(double loss_scale, bool split_weight_grads = false);
   // Deferred weight gradients of every block still holding them.
   void backward_weight();
   // Inference forward: logits [B, T, V]; saves nothing.
   void logits(const Tensor& tokens, Tensor& out);
 
-  // Components at block or neuron granularity (see models/common/component.h).
-  // Neuron granularity splits each block's FFN into `ffn_groups` groups of
-  // hidden units and its attention into `head_groups` groups of KV heads
-  // (with their query heads); the block's two norm weights stay shared.
-  std::vector<Component> components(Granularity granularity, int ffn_groups = 4,
-                                    int head_groups = 4) const;
-
-  // Bytes forward() keeps alive until backward, for a micro-batch shape.
+  // Bytes forward() keeps alive until backward, for a micro-batch shape,
+  // with the components held here.
   size_t saved_activation_bytes(const BatchShape& shape) const;
 
  private:
   OwnedTensor run_trunk(const Tensor& tokens, const BatchShape& shape, bool save);
 
+  void declare_parameters();
+
   LlamaConfig config_;
+  ModelLayout layout_;
+  std::vector<Component> components_;
   ParameterSet params_;
   int embed_ = -1, final_norm_ = -1, head_ = -1;
   std::vector<std::unique_ptr<LlamaBlock>> blocks_;
