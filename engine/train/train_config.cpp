@@ -8,8 +8,9 @@ namespace sdp {
 #define SDP_TRAIN_CONFIG_FIELDS(X)                                                      \
   X(model) X(data) X(batch) X(seq) X(grad_accum) X(steps) X(lr) X(min_lr) X(warmup)      \
   X(weight_decay) X(beta1) X(beta2) X(eps) X(grad_clip) X(eval_every) X(eval_batches)     \
-  X(seed) X(device) X(dtype) X(threads) X(save_dir) X(save_every) X(resume) X(metrics)    \
-  X(progress)
+  X(seed) X(device) X(dtype) X(threads) X(strategy) X(active_fraction) X(plan)            \
+  X(plan_seed) X(ffn_groups) X(head_groups) X(comm_timeout) X(emulate_world)              \
+  X(emulate_rank) X(save_dir) X(save_every) X(resume) X(metrics) X(progress)
 
 nlohmann::json TrainConfig::to_json() const {
   nlohmann::json j;
@@ -83,6 +84,26 @@ void TrainConfig::validate() const {
     fail("config: device = '", device, "' is invalid (valid: cpu, meta, cuda)");
   if (dtype != "f32" && dtype != "f64")
     fail("config: dtype = '", dtype, "' is invalid (valid: f32, f64)");
+  const bool known_strategy = strategy == "ddp" || strategy == "b-sdp" || strategy == "n-sdp" ||
+                              strategy == "bb-sdp" || strategy == "nb-sdp";
+  if (!known_strategy)
+    fail("config: strategy = '", strategy,
+         "' is invalid (valid: ddp, b-sdp, n-sdp, bb-sdp, nb-sdp)");
+  in_range("active_fraction", active_fraction, 0, 1, true);
+  if (strategy == "ddp" && active_fraction != 1.0)
+    fail("config: active_fraction = ", active_fraction,
+         " needs an SDP strategy (ddp trains the whole model on every rank: C = 1)");
+  if (plan != "cyclic" && plan != "random")
+    fail("config: plan = '", plan, "' is invalid (valid: cyclic, random)");
+  at_least("ffn_groups", ffn_groups, 1);
+  at_least("head_groups", head_groups, 1);
+  non_negative("comm_timeout", comm_timeout);
+  at_least("emulate_world", emulate_world, 0);
+  if (emulate_world > 0 && (emulate_rank < 0 || emulate_rank >= emulate_world))
+    fail("config: emulate_rank = ", emulate_rank, " is invalid (valid: [0, emulate_world - 1 = ",
+         emulate_world - 1, "])");
+  if (emulate_world == 0 && emulate_rank != 0)
+    fail("config: emulate_rank = ", emulate_rank, " needs emulate_world to be set");
   if (save_every > 0 && save_dir.empty())
     fail("config: save_every = ", save_every, " needs save_dir to be set");
 }

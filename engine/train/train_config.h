@@ -36,6 +36,19 @@ struct TrainConfig {
   std::string device = "cpu";           // cpu | meta | cuda
   std::string dtype = "f32";            // f32 | f64
   int threads = 0;                      // OpenMP threads, 0 = runtime default
+  // parallelism (engine/parallel/strategy.h): every rank trains its subnet
+  // of the plan; gradients are averaged among each component's owners
+  std::string strategy = "ddp";         // ddp | b-sdp | n-sdp | bb-sdp | nb-sdp
+  double active_fraction = 1.0;         // C: share of components each rank owns (ddp: 1)
+  std::string plan = "cyclic";          // cyclic | random
+  uint64_t plan_seed = 0;               // random plans
+  int64_t ffn_groups = 4;               // neuron strategies: FFN unit groups per block
+  int64_t head_groups = 4;              //   and attention head groups per block
+  double comm_timeout = 600;            // seconds a collective may take before the job ends
+  // rank emulation: run rank `emulate_rank` of an `emulate_world`-rank job in
+  // this process (collectives skipped but counted); 0 = off
+  int64_t emulate_world = 0;
+  int64_t emulate_rank = 0;
   // checkpoints and metrics
   std::string save_dir;                 // empty: no checkpoints
   int64_t save_every = 0;               // 0: only at the end (when save_dir is set)

@@ -1,18 +1,29 @@
 #pragma once
-// Single-process trainer: micro-batches with gradient accumulation, warmup +
-// cosine learning rate, global grad-norm clipping, AdamW, periodic
-// evaluation, checkpoints that resume bit-identically, and per-step memory
-// figures from the device allocator.
+// The trainer of one rank: builds the rank's subnetwork from the strategy
+// and plan (engine/parallel), runs micro-batches with gradient accumulation,
+// averages each component's gradients over its owners, clips by the global
+// norm of the full model's gradient, applies AdamW to what this rank owns
+// (backward masking then broadcasts the new values), evaluates, checkpoints
+// (resuming bit-identically) and reports per-step memory from the device
+// allocator and communication from the communicator's counters.
+//
+// A single process is the world of one (DDP with C = 1 on one rank). With
+// TrainConfig::emulate_world set, the process is one rank of a larger job:
+// collectives are skipped but counted, and memory is that rank's.
 #include <filesystem>
 #include <memory>
 #include <optional>
+#include <vector>
 
 #include <nlohmann/json.hpp>
 
+#include "comm/communicator.h"
 #include "engine/core/allocator.h"
 #include "engine/data/token_source.h"
 #include "engine/optim/adamw.h"
 #include "engine/optim/lr_schedule.h"
+#include "engine/parallel/owner_groups.h"
+#include "engine/parallel/strategy.h"
 #include "engine/train/train_config.h"
 #include "models/llama/llama_model.h"
 
@@ -20,56 +31,89 @@ namespace sdp {
 
 struct StepResult {
   int64_t step = 0;          // 1-based number of the update just applied
-  double loss = 0;           // mean loss over the step's tokens
+  double loss = 0;           // mean loss over the step's tokens on all ranks
+  double rank_loss = 0;      // this rank's mean loss (its subnetwork's)
   double lr = 0;
-  double grad_norm = 0;      // before clipping
-  int64_t tokens = 0;        // tokens processed by this step
+  double grad_norm = 0;      // of the full model's averaged gradient, before clipping
+  int64_t tokens = 0;        // tokens processed by this step, all ranks
   double seconds = 0;        // wall time of the step
   nlohmann::json memory;     // memory_json() of the step window
+  nlohmann::json comm;       // CommStats::to_json() of the step
+};
+
+struct EvalResult {
+  double full_loss = 0;              // the full model (union of all components)
+  std::vector<double> subnet_loss;   // each rank's own subnetwork, by rank
 };
 
 class Trainer {
  public:
-  // Builds the allocator for config.device, the model (named config), its
-  // parameters, gradients and optimizer state, and the data sources.
+  // A world of one, or the emulated rank of config.emulate_world.
   explicit Trainer(const TrainConfig& config);
   // Same, on a given allocator (tests compare a meta allocator with the CPU
   // one at equal granularity); its device must match config.device.
   Trainer(const TrainConfig& config, std::unique_ptr<Allocator> allocator);
+  // Rank world.rank() of a world.size()-rank job. Collective: every rank
+  // constructs its trainer together (the start-up checks and the owner-set
+  // communicators exchange data). `allocator` null = one for config.device.
+  Trainer(const TrainConfig& config, comm::Communicator& world,
+          std::unique_ptr<Allocator> allocator = nullptr);
   ~Trainer();
 
+  // Collective.
   StepResult train_step();
   // Mean loss over config.eval_batches batches of the validation split (the
-  // same batches every call). NaN on meta.
-  double evaluate();
+  // same batches every call) of the full model, on every rank. NaN on meta
+  // and where the full model cannot be assembled (emulated forward masking).
+  // Collective.
+  double evaluate() { return evaluate_all().full_loss; }
+  EvalResult evaluate_all();
   int64_t step() const { return step_; }
 
-  // Writes a checkpoint directory atomically: model.safetensors (Hugging
-  // Face names), config.json, optimizer.safetensors, trainer_state.json.
-  void save_checkpoint(const std::filesystem::path& dir) const;
-  // Restores weights, optimizer moments, step and data position.
+  // Writes a checkpoint directory atomically (rank 0 writes; every rank must
+  // call it): model.safetensors (full tensors, Hugging Face names),
+  // config.json, optimizer.safetensors, trainer_state.json.
+  void save_checkpoint(const std::filesystem::path& dir);
+  // Restores this rank's parts of the weights and optimizer moments, step and
+  // data position; the checkpoint may come from another world size or plan.
   void load_checkpoint(const std::filesystem::path& dir);
 
   const TrainConfig& config() const { return config_; }
   llama::LlamaModel& model() { return *model_; }
   Allocator& allocator() { return *alloc_; }
+  comm::Communicator& world() { return *world_; }
+  const SubnetLayout& layout() const { return layout_; }
   const data::TokenSource& train_data() const { return *train_data_; }
   // Best mean loss any model can reach on the data, when the data knows it.
   std::optional<double> best_achievable_loss() const;
 
  private:
   void load_batch(data::TokenSource& source);
+  double mean_loss(llama::LlamaModel& model);
+  // Whether every rank holds the whole model (DDP, backward masking).
+  bool full_model_everywhere() const;
+  // Rank 0: the whole model assembled from the owners (collective).
+  llama::LlamaModel& gather_full_model(bool optimizer_state);
 
   TrainConfig config_;
+  std::unique_ptr<comm::Communicator> own_world_;
+  comm::Communicator* world_ = nullptr;
+  SubnetLayout layout_;
   std::unique_ptr<Allocator> alloc_;
   std::unique_ptr<llama::LlamaModel> model_;
+  std::unique_ptr<OwnerGroups> groups_;
   std::unique_ptr<AdamW> optimizer_;
   LrSchedule schedule_;
   std::unique_ptr<data::TokenSource> train_data_;
   OwnedTensor windows_;  // [batch, seq + 1] i32, host
   OwnedTensor tokens_;   // [batch, seq] i32
   OwnedTensor targets_;  // [batch, seq] i32
+  OwnedTensor control_;  // [2] f64 on the host: loss sum, gradient square share
   int64_t step_ = 0;
+  // Rank 0 of a forward-masked job: the full model for evaluation and
+  // checkpoints, outside the step's memory accounting.
+  std::unique_ptr<Allocator> full_alloc_;
+  std::unique_ptr<llama::LlamaModel> full_model_;
 };
 
 }  // namespace sdp

@@ -1,0 +1,84 @@
+#include "engine/parallel/owner_groups.h"
+
+#include "kernels/ops.h"
+
+namespace sdp {
+
+OwnerGroups::OwnerGroups(comm::Communicator& world, const SubnetLayout& layout)
+    : world_(world), layout_(layout) {
+  SDP_CHECK(world.size() == layout.world && world.rank() == layout.rank, "layout for rank ",
+            layout.rank, " of ", layout.world, " used on rank ", world.rank(), " of ",
+            world.size());
+  for (const StorageGroup& g : layout.groups) {
+    if (layout.all_ranks(g)) {
+      comms_.push_back(&world);
+      continue;
+    }
+    // Collective: every rank asks for every owner set in the same order.
+    owned_.push_back(world.subgroup(g.owners));
+    comms_.push_back(owned_.back().get());
+  }
+}
+
+void OwnerGroups::average_gradients(ParameterSet& params) {
+  for (int g = 0; g < params.group_count(); ++g) {
+    if (!params.group_decl(g).trained) continue;
+    comm::Communicator* c = comms_[static_cast<size_t>(g)];
+    SDP_CHECK(c, "rank ", layout_.rank, " trains group ", params.group_decl(g).name,
+              " but is not one of its owners");
+    if (c->size() == 1) continue;
+    Tensor grads = params.group_grads(g);
+    c->all_reduce(grads, comm::ReduceOp::average);
+  }
+}
+
+void OwnerGroups::broadcast_updated_values(ParameterSet& params) {
+  for (int g = 0; g < params.group_count(); ++g) {
+    const StorageGroup& sg = layout_.groups[static_cast<size_t>(g)];
+    if (layout_.all_ranks(sg)) continue;  // every rank applied the same update
+    Tensor values = params.group_params(g);
+    world_.broadcast(values, sg.root);
+  }
+}
+
+double OwnerGroups::gradient_square_share(const ParameterSet& params) const {
+  double sum = 0;
+  for (int g = 0; g < params.group_count(); ++g)
+    if (params.group_decl(g).trained && layout_.groups[static_cast<size_t>(g)].root == layout_.rank)
+      sum += ops::sum_squares(params.group_grads(g));
+  return sum;
+}
+
+void OwnerGroups::gather_to_rank0(const ParameterSet& local, ParameterSet* full,
+                                  bool optimizer_state) {
+  const bool me0 = world_.rank() == 0;
+  SDP_CHECK(!me0 || full, "gather_to_rank0: rank 0 needs a full parameter set");
+  enum Part { values, first_moment, second_moment };
+  auto view = [](const ParameterSet& p, int g, Part part) {
+    return part == values ? p.group_params(g)
+                          : part == first_moment ? p.group_adam_m(g) : p.group_adam_v(g);
+  };
+  for (int g = 0; g < local.group_count(); ++g) {
+    const StorageGroup& sg = layout_.groups[static_cast<size_t>(g)];
+    for (Part part : {values, first_moment, second_moment}) {
+      if (part != values && !optimizer_state) break;
+      // Whether rank 0 has this part, known to every rank from the layout:
+      // values wherever the group is held, moments only where it is owned.
+      const bool owner0 = sg.owners.front() == 0;
+      const bool have0 =
+          part == values ? owner0 || layout_.spec.masking == Masking::backward : owner0;
+      if (me0) {
+        Tensor dst = view(*full, g, part);
+        if (have0) {
+          ops::copy(view(local, g, part), dst);
+        } else {
+          world_.recv(dst, sg.root);
+        }
+      } else if (!have0 && world_.rank() == sg.root) {
+        world_.send(view(local, g, part), 0);
+      }
+    }
+  }
+}
+
+}  // namespace sdp

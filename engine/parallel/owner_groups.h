@@ -1,0 +1,49 @@
+#pragma once
+// The communication of SDP for one rank: a communicator per storage group
+// (its owner set, split from the world once at start-up), gradient averaging
+// among owners, the broadcast of updated values after backward masking, the
+// global gradient norm, and moving groups to rank 0 (evaluation of the full
+// model, checkpoints).
+#include <memory>
+#include <vector>
+
+#include "comm/communicator.h"
+#include "engine/parallel/strategy.h"
+#include "models/common/parameter_set.h"
+
+namespace sdp {
+
+class OwnerGroups {
+ public:
+  // Collective over `world`: every rank builds the same groups in order.
+  OwnerGroups(comm::Communicator& world, const SubnetLayout& layout);
+
+  // Averages each trained group's gradients over its owners: one all-reduce
+  // per group (a group with a single owner has nothing to average).
+  void average_gradients(ParameterSet& params);
+  // Backward masking: every group not owned by all ranks goes from its root
+  // to every rank (one broadcast per group over the world), so all ranks
+  // keep the full, identical model.
+  void broadcast_updated_values(ParameterSet& params);
+  // Sum of squares of this rank's share of the gradients: each group is
+  // counted by its root only, so an all-reduce over the world gives the
+  // squared norm of the full model's (averaged) gradient.
+  double gradient_square_share(const ParameterSet& params) const;
+
+  // Copies every group of `local` into `full` on rank 0 (full holds and
+  // trains every group, same layout): values, and with optimizer_state the
+  // AdamW moments. Groups rank 0 lacks come from their roots by send/recv.
+  void gather_to_rank0(const ParameterSet& local, ParameterSet* full, bool optimizer_state);
+
+  comm::Communicator& world() { return world_; }
+  // The communicator of group g on this rank (nullptr when not an owner).
+  comm::Communicator* group_comm(int g) { return comms_[static_cast<size_t>(g)]; }
+
+ private:
+  comm::Communicator& world_;
+  const SubnetLayout& layout_;
+  std::vector<std::unique_ptr<comm::Communicator>> owned_;  // split communicators
+  std::vector<comm::Communicator*> comms_;                  // per group
+};
+
+}  // namespace sdp

@@ -1,0 +1,126 @@
+#include "engine/parallel/strategy.h"
+
+#include <map>
+
+#include "engine/core/error.h"
+#include "models/llama/llama_model.h"
+
+namespace sdp {
+
+StrategySpec StrategySpec::from_config(const TrainConfig& c) {
+  StrategySpec s;
+  s.name = c.strategy;
+  s.granularity = (c.strategy == "n-sdp" || c.strategy == "nb-sdp") ? Granularity::neuron
+                                                                     : Granularity::block;
+  s.masking = (c.strategy == "bb-sdp" || c.strategy == "nb-sdp") ? Masking::backward
+                                                                  : Masking::forward;
+  s.active_fraction = c.active_fraction;
+  s.construction = parse_plan_construction(c.plan);
+  s.plan_seed = c.plan_seed;
+  s.ffn_groups = static_cast<int>(c.ffn_groups);
+  s.head_groups = static_cast<int>(c.head_groups);
+  return s;
+}
+
+std::string StrategySpec::describe() const {
+  if (name == "ddp") return "DDP";
+  std::string upper;
+  for (char ch : name) upper += ch == '-' ? '-' : static_cast<char>(std::toupper(ch));
+  if (upper.size() > 2 && upper[1] == 'B') upper[1] = 'b';  // Bb-SDP, Nb-SDP
+  return format(upper, " (C = ", active_fraction, ", ", plan_construction_name(construction), ")");
+}
+
+namespace {
+std::string owners_name(const std::vector<int>& owners, int world) {
+  if (static_cast<int>(owners.size()) == world) return "owners:all";
+  std::string s = "owners:";
+  for (size_t i = 0; i < owners.size(); ++i) s += (i ? "," : "") + std::to_string(owners[i]);
+  return s;
+}
+}  // namespace
+
+SubnetLayout SubnetLayout::build(const llama::LlamaConfig& model, const StrategySpec& spec,
+                                 int world, int rank) {
+  SDP_CHECK(world >= 1 && rank >= 0 && rank < world, "rank ", rank, " of a ", world,
+            "-rank world");
+  SubnetLayout L;
+  L.spec = spec;
+  L.world = world;
+  L.rank = rank;
+  ModelLayout& ml = L.model_layout;
+  ml.granularity = spec.granularity;
+  ml.ffn_groups = spec.ffn_groups;
+  ml.head_groups = spec.head_groups;
+  const std::vector<Component> comps = llama::LlamaModel::component_specs(model, ml);
+
+  std::vector<int> maskable;  // component index of each plan column
+  for (size_t c = 0; c < comps.size(); ++c)
+    if (comps[c].kind != ComponentKind::shared) {
+      maskable.push_back(static_cast<int>(c));
+      L.component_names.push_back(comps[c].name);
+    }
+  PlanRequest req;
+  req.world = world;
+  req.components = static_cast<int>(maskable.size());
+  req.active_fraction = spec.active_fraction;
+  req.construction = spec.construction;
+  req.seed = spec.plan_seed;
+  try {
+    L.plan = SubnetPlan::build(req);
+  } catch (const Error& e) {
+    fail("strategy ", spec.describe(), " on ", world, " ranks with model ", model.name, " (",
+         maskable.size(), " ", granularity_name(spec.granularity), " components): ", e.what());
+  }
+
+  // Storage groups: one per distinct owner set, the all-ranks set first.
+  std::vector<int> all(static_cast<size_t>(world));
+  for (int r = 0; r < world; ++r) all[static_cast<size_t>(r)] = r;
+  std::map<std::vector<int>, int> index;
+  auto group_of = [&](const std::vector<int>& owners) {
+    auto [it, fresh] = index.emplace(owners, static_cast<int>(L.groups.size()));
+    if (fresh) {
+      StorageGroup g;
+      g.name = owners_name(owners, world);
+      g.owners = owners;
+      const bool mine = std::find(owners.begin(), owners.end(), rank) != owners.end();
+      g.trained = mine;
+      g.held = mine || spec.masking == Masking::backward;
+      g.root = owners[static_cast<size_t>(it->second) % owners.size()];
+      L.groups.push_back(std::move(g));
+    }
+    return it->second;
+  };
+  group_of(all);
+  ml.component_group.assign(comps.size(), 0);
+  for (size_t k = 0; k < maskable.size(); ++k)
+    ml.component_group[static_cast<size_t>(maskable[k])] = group_of(L.plan.owners(static_cast<int>(k)));
+  for (const StorageGroup& g : L.groups) ml.group_names.push_back(g.name);
+  return L;
+}
+
+std::vector<bool> SubnetLayout::held_mask() const {
+  std::vector<bool> m;
+  for (const StorageGroup& g : groups) m.push_back(g.held);
+  return m;
+}
+
+std::vector<bool> SubnetLayout::trained_mask() const {
+  std::vector<bool> m;
+  for (const StorageGroup& g : groups) m.push_back(g.trained);
+  return m;
+}
+
+nlohmann::json SubnetLayout::to_json() const {
+  nlohmann::json groups_json = nlohmann::json::array();
+  for (const StorageGroup& g : groups)
+    groups_json.push_back({{"name", g.name}, {"owners", g.owners}, {"root", g.root}});
+  return {{"strategy", spec.name},
+          {"description", spec.describe()},
+          {"granularity", granularity_name(spec.granularity)},
+          {"masking", spec.masking == Masking::forward ? "forward" : "backward"},
+          {"world", world},
+          {"plan", plan.to_json()},
+          {"storage_groups", groups_json}};
+}
+
+}  // namespace sdp

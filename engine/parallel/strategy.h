@@ -1,0 +1,70 @@
+#pragma once
+// Parallel strategies as data: what each rank holds, trains and exchanges.
+//   ddp     the plan with C = 1 (no separate code path)
+//   b-sdp   blocks, forward masking: a rank builds only its blocks
+//   n-sdp   FFN unit groups and head groups, forward masking: narrower matrices
+//   bb-sdp  blocks, backward masking: full model, weight gradients only for owned
+//   nb-sdp  neuron groups, backward masking
+// A SubnetLayout turns a strategy, a model and a world into the plan over
+// the model's maskable components and the storage groups of one rank: every
+// component with the same owner set shares one group (one bucket, one
+// collective on that owner set's communicator). Shared components are owned
+// by every rank.
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "engine/plan/subnet_plan.h"
+#include "engine/train/train_config.h"
+#include "models/common/component.h"
+#include "models/llama/llama_config.h"
+
+namespace sdp {
+
+enum class Masking : uint8_t { forward, backward };
+
+struct StrategySpec {
+  std::string name = "ddp";
+  Granularity granularity = Granularity::block;
+  Masking masking = Masking::forward;
+  double active_fraction = 1.0;
+  PlanConstruction construction = PlanConstruction::cyclic;
+  uint64_t plan_seed = 0;
+  int ffn_groups = 4, head_groups = 4;
+
+  static StrategySpec from_config(const TrainConfig& config);
+  // "B-SDP (C = 0.5, cyclic)" / "DDP"
+  std::string describe() const;
+};
+
+// One storage group: the components of one owner set.
+struct StorageGroup {
+  std::string name;         // "owners:all" or "owners:0,2"
+  std::vector<int> owners;  // sorted world ranks
+  bool held = false;        // parameters exist on this rank
+  bool trained = false;     // this rank owns it: gradients, optimizer state
+  // The owner that broadcasts its values after each update (backward
+  // masking) and sends them for checkpoints and evaluation: spread over the
+  // owners so no rank sends them all.
+  int root = 0;
+};
+
+struct SubnetLayout {
+  StrategySpec spec;
+  int world = 1, rank = 0;
+  SubnetPlan plan;                     // over the maskable components
+  std::vector<std::string> component_names;  // maskable components, plan order
+  ModelLayout model_layout;            // component -> storage group
+  std::vector<StorageGroup> groups;
+
+  static SubnetLayout build(const llama::LlamaConfig& model, const StrategySpec& spec, int world,
+                            int rank);
+  std::vector<bool> held_mask() const;
+  std::vector<bool> trained_mask() const;
+  bool all_ranks(const StorageGroup& g) const { return static_cast<int>(g.owners.size()) == world; }
+  // Plan table, strategy and groups, for the run summary and start-up print.
+  nlohmann::json to_json() const;
+};
+
+}  // namespace sdp
