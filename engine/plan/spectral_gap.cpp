@@ -51,14 +51,15 @@ double mask_graph_spectral_gap(const std::vector<std::vector<bool>>& owns) {
   }
 
   // The OpenMP build of OpenBLAS sizes its team from this thread's
-  // omp_get_max_threads() on every call. A mask graph is tiny, and waking a
-  // team for it costs milliseconds per call on a busy machine, so this call
-  // runs on one thread; the setting is this thread's own and is restored.
-  struct OneThread {
+  // omp_get_max_threads() on every call. A mask graph is usually tiny, and
+  // waking a team for it costs milliseconds per call on a busy machine, so
+  // small ones run on one thread; the setting is this thread's own and is
+  // restored. Worlds of hundreds of ranks keep the threads.
+  struct ThreadLimit {
     int previous = omp_get_max_threads();
-    OneThread() { omp_set_num_threads(1); }
-    ~OneThread() { omp_set_num_threads(previous); }
-  } one_thread;
+    explicit ThreadLimit(int limit) { omp_set_num_threads(std::min(previous, limit)); }
+    ~ThreadLimit() { omp_set_num_threads(previous); }
+  } thread_limit(n < 256 ? 1 : omp_get_max_threads());
 
   const char jobz = 'N', uplo = 'U';
   std::vector<double> eigenvalues(ranks);

@@ -45,7 +45,7 @@ int owners_per_component(const PlanRequest& q) {
          " gives round(C N) = ", r, " owners per component (valid: C >= 1/N = ", 1.0 / q.world,
          ", or world >= ", static_cast<long>(std::ceil(1.0 / q.active_fraction - 1e-9)),
          " ranks for this C)");
-  return static_cast<int>(std::min<long>(r, q.world));
+  return static_cast<int>(r);  // <= N, since C <= 1
 }
 
 Matrix build_cyclic(int world, int components, int r) {
