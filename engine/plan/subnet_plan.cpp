@@ -1,0 +1,325 @@
+#include "engine/plan/subnet_plan.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <map>
+#include <numeric>
+#include <sstream>
+
+#include "engine/core/counter_rng.h"
+#include "engine/core/error.h"
+#include "engine/plan/spectral_gap.h"
+
+namespace sdp {
+
+PlanConstruction parse_plan_construction(const std::string& name) {
+  if (name == "cyclic") return PlanConstruction::cyclic;
+  if (name == "random") return PlanConstruction::random;
+  fail("unknown plan construction '", name, "' (valid: cyclic, random)");
+}
+
+std::string_view plan_construction_name(PlanConstruction construction) {
+  switch (construction) {
+    case PlanConstruction::cyclic: return "cyclic";
+    case PlanConstruction::random: return "random";
+  }
+  fail("plan construction ", static_cast<int>(construction), " is not a PlanConstruction");
+}
+
+namespace {
+
+using Matrix = std::vector<std::vector<bool>>;
+
+// r = round(C N), halves up; refused when a component would get no owner.
+int owners_per_component(const PlanRequest& q) {
+  if (q.owners != 0) {
+    if (q.owners < 0 || q.owners > q.world)
+      fail("subnet plan: owners = ", q.owners, " per component is invalid with world = ", q.world,
+           " (valid: 1 .. ", q.world, ", or 0 for round(C N))");
+    return q.owners;
+  }
+  const long r = std::lround(q.active_fraction * q.world);
+  if (r < 1)
+    fail("subnet plan: active_fraction C = ", q.active_fraction, " with world N = ", q.world,
+         " gives round(C N) = ", r, " owners per component (valid: C >= 1/N = ", 1.0 / q.world,
+         ", or world >= ", static_cast<long>(std::ceil(1.0 / q.active_fraction - 1e-9)),
+         " ranks for this C)");
+  return static_cast<int>(r);  // <= N, since C <= 1
+}
+
+Matrix build_cyclic(int world, int components, int r) {
+  Matrix owns(static_cast<size_t>(world), std::vector<bool>(static_cast<size_t>(components)));
+  for (int k = 0; k < components; ++k) {
+    const int64_t start = static_cast<int64_t>(k) * world / components;
+    for (int j = 0; j < r; ++j)
+      owns[static_cast<size_t>((start + j) % world)][static_cast<size_t>(k)] = true;
+  }
+  return owns;
+}
+
+// Taking the r least-loaded ranks keeps every load within one of the others
+// (if loads are in {m, m+1} before, they are in {m, m+1} or {m+1, m+2}
+// after), which is the balance the header promises. The draws come from the
+// counter-based generator rather than std:: distributions, whose output is
+// implementation-defined, so every process builds the same plan.
+Matrix build_random(int world, int components, int r, uint64_t seed) {
+  Matrix owns(static_cast<size_t>(world), std::vector<bool>(static_cast<size_t>(components)));
+  const uint64_t key = splitmix64(seed ^ stable_hash("sdp.subnet_plan.random"));
+  std::vector<int> load(static_cast<size_t>(world), 0);
+  std::vector<int> order(static_cast<size_t>(world));
+  std::vector<double> tie(static_cast<size_t>(world));
+  for (int k = 0; k < components; ++k) {
+    for (int i = 0; i < world; ++i)
+      tie[static_cast<size_t>(i)] = counter_uniform(
+          key, static_cast<uint64_t>(k) * static_cast<uint64_t>(world) + static_cast<uint64_t>(i));
+    std::iota(order.begin(), order.end(), 0);
+    std::sort(order.begin(), order.end(), [&](int a, int b) {
+      const auto ua = static_cast<size_t>(a), ub = static_cast<size_t>(b);
+      if (load[ua] != load[ub]) return load[ua] < load[ub];
+      if (tie[ua] != tie[ub]) return tie[ua] < tie[ub];
+      return a < b;
+    });
+    for (int j = 0; j < r; ++j) {
+      const auto rank = static_cast<size_t>(order[static_cast<size_t>(j)]);
+      owns[rank][static_cast<size_t>(k)] = true;
+      ++load[rank];
+    }
+  }
+  return owns;
+}
+
+uint64_t matrix_hash(const Matrix& owns) {
+  uint64_t h = splitmix64(stable_hash("sdp.subnet_plan"));
+  auto mix = [&h](uint64_t word) { h = splitmix64(h ^ word); };
+  mix(owns.size());
+  mix(owns.empty() ? 0 : owns[0].size());
+  for (const auto& row : owns) {
+    uint64_t word = 0;
+    int bits = 0;
+    for (bool b : row) {
+      word |= static_cast<uint64_t>(b) << bits;
+      if (++bits == 64) {
+        mix(word);
+        word = 0;
+        bits = 0;
+      }
+    }
+    mix(word);  // every row ends a word, so rows never run into each other
+  }
+  return h;
+}
+
+std::string join(const std::vector<int>& values) {
+  std::string out;
+  for (size_t i = 0; i < values.size(); ++i) out += (i ? ", " : "") + std::to_string(values[i]);
+  return out;
+}
+
+}  // namespace
+
+SubnetPlan SubnetPlan::build(const PlanRequest& q) {
+  if (q.world < 1) fail("subnet plan: world = ", q.world, " is invalid (valid: >= 1 rank)");
+  if (q.components < 1)
+    fail("subnet plan: components = ", q.components,
+         " is invalid (valid: >= 1 maskable component; a model with only shared components "
+         "needs no plan)");
+  if (!(q.active_fraction > 0 && q.active_fraction <= 1))
+    fail("subnet plan: active_fraction C = ", q.active_fraction,
+         " is invalid (valid: (0, 1]; C = 1 is DDP)");
+  const int r = owners_per_component(q);
+  Matrix owns = q.construction == PlanConstruction::cyclic
+                    ? build_cyclic(q.world, q.components, r)
+                    : build_random(q.world, q.components, r, q.seed);
+  return SubnetPlan(std::move(owns), q.active_fraction,
+                    std::string(plan_construction_name(q.construction)), q.seed);
+}
+
+SubnetPlan SubnetPlan::from_matrix(std::vector<std::vector<bool>> owns) {
+  if (owns.empty())
+    fail("subnet plan matrix has no ranks (valid: one row of components per rank, >= 1 row)");
+  const size_t components = owns[0].size();
+  if (components == 0) fail("subnet plan matrix has no components (valid: >= 1 column per row)");
+  for (size_t i = 0; i < owns.size(); ++i)
+    if (owns[i].size() != components)
+      fail("subnet plan matrix is ragged: rank ", i, " has ", owns[i].size(),
+           " components but rank 0 has ", components, " (valid: every row the same length)");
+  std::vector<int> orphans;
+  size_t owned = 0;
+  for (size_t k = 0; k < components; ++k) {
+    bool any = false;
+    for (const auto& row : owns) {
+      any = any || row[k];
+      owned += row[k];
+    }
+    if (!any) orphans.push_back(static_cast<int>(k));
+  }
+  if (!orphans.empty())
+    fail("subnet plan matrix: component", orphans.size() > 1 ? "s " : " ", join(orphans),
+         orphans.size() > 1 ? " have" : " has",
+         " no owner (valid: every component owned by at least one rank)");
+  const double fraction =
+      static_cast<double>(owned) / static_cast<double>(owns.size() * components);
+  return SubnetPlan(std::move(owns), fraction, "matrix", 0);
+}
+
+SubnetPlan::SubnetPlan(std::vector<std::vector<bool>> owns, double active_fraction,
+                       std::string construction, uint64_t seed)
+    : owns_(std::move(owns)),
+      active_fraction_(active_fraction),
+      construction_(std::move(construction)),
+      seed_(seed) {
+  const size_t components = owns_[0].size();
+  owners_.resize(components);
+  for (size_t k = 0; k < components; ++k)
+    for (size_t i = 0; i < owns_.size(); ++i)
+      if (owns_[i][k]) owners_[k].push_back(static_cast<int>(i));
+
+  std::map<std::vector<int>, int> index;  // ordered: set ids follow the sets' order
+  for (const auto& set : owners_) index.emplace(set, 0);
+  for (auto& [set, id] : index) {
+    id = static_cast<int>(owner_sets_.size());
+    owner_sets_.push_back(set);
+  }
+  for (const auto& set : owners_) owner_set_of_.push_back(index.at(set));
+
+  spectral_gap_ = mask_graph_spectral_gap(owns_);
+  hash_ = matrix_hash(owns_);
+}
+
+void SubnetPlan::check_rank(int rank) const {
+  if (rank < 0 || rank >= world())
+    fail("subnet plan: rank ", rank, " is out of range (valid: 0 .. ", world() - 1, ")");
+}
+
+void SubnetPlan::check_component(int component) const {
+  if (component < 0 || component >= components())
+    fail("subnet plan: component ", component, " is out of range (valid: 0 .. ", components() - 1,
+         ")");
+}
+
+bool SubnetPlan::owns(int rank, int component) const {
+  check_rank(rank);
+  check_component(component);
+  return owns_[static_cast<size_t>(rank)][static_cast<size_t>(component)];
+}
+
+const std::vector<int>& SubnetPlan::owners(int component) const {
+  check_component(component);
+  return owners_[static_cast<size_t>(component)];
+}
+
+std::vector<int> SubnetPlan::owned(int rank) const {
+  check_rank(rank);
+  std::vector<int> out;
+  const auto& row = owns_[static_cast<size_t>(rank)];
+  for (size_t k = 0; k < row.size(); ++k)
+    if (row[k]) out.push_back(static_cast<int>(k));
+  return out;
+}
+
+int SubnetPlan::owner_set_of(int component) const {
+  check_component(component);
+  return owner_set_of_[static_cast<size_t>(component)];
+}
+
+std::string SubnetPlan::table(const std::vector<std::string>& component_names) const {
+  if (!component_names.empty() && static_cast<int>(component_names.size()) != components())
+    fail("subnet plan table: ", component_names.size(), " component names for ", components(),
+         " components (valid: none, or one per component)");
+  const int n = world(), k = components();
+  std::vector<int> owned_count(static_cast<size_t>(n), 0);
+  for (int i = 0; i < n; ++i)
+    for (int c = 0; c < k; ++c)
+      owned_count[static_cast<size_t>(i)] += owns_[static_cast<size_t>(i)][static_cast<size_t>(c)];
+  std::vector<int> owner_count;
+  for (const auto& set : owners_) owner_count.push_back(static_cast<int>(set.size()));
+
+  std::ostringstream os;
+  os << "subnet plan: " << n << " ranks x " << k << " components, active fraction "
+     << active_fraction_ << ", " << construction_;
+  if (construction_ == "random") os << " (seed " << seed_ << ")";
+  os << "\n";
+
+  // Column header: the component index written downwards, most significant
+  // digit first, aligned with the matrix columns.
+  const size_t width = std::to_string(n - 1).size();  // of the widest rank id
+  const std::string rank_label_pad(std::string("rank ").size() + width + std::string(" | ").size(),
+                                   ' ');
+  const size_t digits = std::to_string(k - 1).size();
+  for (size_t d = 0; d < digits; ++d) {
+    std::string line = rank_label_pad;
+    for (int c = 0; c < k; ++c) {
+      const std::string id = std::to_string(c);
+      const size_t pad = digits - id.size();
+      line += d < pad ? ' ' : id[d - pad];
+    }
+    while (!line.empty() && line.back() == ' ') line.pop_back();
+    os << line << "\n";
+  }
+  for (int i = 0; i < n; ++i) {
+    std::string id = std::to_string(i);
+    os << "rank " << std::string(width - id.size(), ' ') << id << " | ";
+    for (int c = 0; c < k; ++c)
+      os << (owns_[static_cast<size_t>(i)][static_cast<size_t>(c)] ? '#' : '.');
+    os << " | " << owned_count[static_cast<size_t>(i)] << "\n";
+  }
+
+  const auto [min_owned, max_owned] = std::minmax_element(owned_count.begin(), owned_count.end());
+  os << "owned per rank: " << *min_owned;
+  if (*max_owned != *min_owned) os << " .. " << *max_owned;
+  os << " of " << k << "\n";
+  const auto [min_owners, max_owners] = std::minmax_element(owner_count.begin(), owner_count.end());
+  os << "owners per component: " << *min_owners;
+  if (*max_owners != *min_owners) os << " .. " << *max_owners;
+  os << " of " << n << "\n";
+  os << "owner sets: " << owner_sets_.size() << " distinct (one collective each)\n";
+  char gap[32];
+  std::snprintf(gap, sizeof gap, "%.4f", spectral_gap_);
+  os << "spectral gap: " << gap << "\n";
+
+  std::vector<int> idle;
+  for (int i = 0; i < n; ++i)
+    if (owned_count[static_cast<size_t>(i)] == 0) idle.push_back(i);
+  if (!idle.empty())
+    os << "warning: rank" << (idle.size() > 1 ? "s " : " ") << join(idle)
+       << (idle.size() > 1 ? " own" : " owns")
+       << " no component and train only the shared parameters\n";
+
+  if (!component_names.empty()) {
+    os << "components:";
+    for (int c = 0; c < k; ++c)
+      os << (c ? ", " : " ") << c << " = " << component_names[static_cast<size_t>(c)];
+    os << "\n";
+  }
+  return os.str();
+}
+
+nlohmann::json SubnetPlan::to_json() const {
+  nlohmann::json j;
+  j["world"] = world();
+  j["components"] = components();
+  j["active_fraction"] = active_fraction_;
+  j["construction"] = construction_;
+  if (construction_ == "random") j["seed"] = seed_;
+  std::vector<int> owners_per_component, owned_per_rank;
+  for (const auto& set : owners_) owners_per_component.push_back(static_cast<int>(set.size()));
+  std::vector<std::string> matrix;
+  for (const auto& row : owns_) {
+    std::string bits;
+    for (bool b : row) bits += b ? '1' : '0';
+    owned_per_rank.push_back(static_cast<int>(std::count(bits.begin(), bits.end(), '1')));
+    matrix.push_back(std::move(bits));
+  }
+  j["owners_per_component"] = owners_per_component;
+  j["owned_per_rank"] = owned_per_rank;
+  j["owner_sets"] = owner_sets_.size();
+  j["spectral_gap"] = spectral_gap_;
+  char hex[17];
+  std::snprintf(hex, sizeof hex, "%016llx", static_cast<unsigned long long>(hash_));
+  j["hash"] = hex;  // a string: JSON readers may not hold 64-bit integers exactly
+  j["matrix"] = matrix;
+  return j;
+}
+
+}  // namespace sdp

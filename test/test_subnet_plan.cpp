@@ -1,0 +1,374 @@
+// Subnet plans: ownership counts and balance of both constructions over many
+// (N, K, C), determinism, the spectral gap on cases computed by hand, owner
+// sets, the hash, the report formats, and every refused request.
+#include <catch2/catch.hpp>
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+#include <set>
+
+#include "engine/core/error.h"
+#include "engine/plan/subnet_plan.h"
+
+using namespace sdp;
+using Catch::Contains;
+
+namespace {
+
+using Matrix = std::vector<std::vector<bool>>;
+
+Matrix matrix_of(const SubnetPlan& plan) {
+  Matrix m(static_cast<size_t>(plan.world()),
+           std::vector<bool>(static_cast<size_t>(plan.components())));
+  for (int i = 0; i < plan.world(); ++i)
+    for (int k = 0; k < plan.components(); ++k)
+      m[static_cast<size_t>(i)][static_cast<size_t>(k)] = plan.owns(i, k);
+  return m;
+}
+
+// Rows as strings of '0'/'1', component 0 first.
+Matrix parse(const std::vector<std::string>& rows) {
+  Matrix m;
+  for (const auto& row : rows) {
+    m.emplace_back();
+    for (char c : row) m.back().push_back(c == '1');
+  }
+  return m;
+}
+
+PlanRequest request(int world, int components, double fraction,
+                    PlanConstruction construction = PlanConstruction::cyclic, uint64_t seed = 0) {
+  PlanRequest q;
+  q.world = world;
+  q.components = components;
+  q.active_fraction = fraction;
+  q.construction = construction;
+  q.seed = seed;
+  return q;
+}
+
+// The properties every built plan has, whatever its construction.
+void check_built_plan(const SubnetPlan& plan, int n, int k, int r) {
+  REQUIRE(plan.world() == n);
+  REQUIRE(plan.components() == k);
+  int total = 0;
+  for (int c = 0; c < k; ++c) {
+    const auto& owners = plan.owners(c);
+    REQUIRE(static_cast<int>(owners.size()) == r);
+    REQUIRE(std::is_sorted(owners.begin(), owners.end()));
+    REQUIRE(std::adjacent_find(owners.begin(), owners.end()) == owners.end());
+    for (int i = 0; i < n; ++i)
+      REQUIRE(plan.owns(i, c) == std::binary_search(owners.begin(), owners.end(), i));
+  }
+  const int lo = r * k / n, hi = (r * k + n - 1) / n;
+  for (int i = 0; i < n; ++i) {
+    const auto owned = plan.owned(i);
+    REQUIRE(std::is_sorted(owned.begin(), owned.end()));
+    for (int c : owned) REQUIRE(plan.owns(i, c));
+    const int count = static_cast<int>(owned.size());
+    // The documented bound: floor(rK/N) or ceil(rK/N) (equal when N | rK).
+    REQUIRE(count >= lo);
+    REQUIRE(count <= hi);
+    total += count;
+  }
+  REQUIRE(total == r * k);
+  const auto& sets = plan.owner_sets();
+  REQUIRE(std::is_sorted(sets.begin(), sets.end()));
+  REQUIRE(std::adjacent_find(sets.begin(), sets.end()) == sets.end());
+  for (int c = 0; c < k; ++c)
+    REQUIRE(sets[static_cast<size_t>(plan.owner_set_of(c))] == plan.owners(c));
+  REQUIRE(plan.spectral_gap() >= 0.0);
+  REQUIRE(plan.spectral_gap() <= 1.0);
+}
+
+// Number of maximal runs of owned components when the components are read as
+// a cycle: 1 for a contiguous cyclic window, 0 for none or all.
+int cyclic_runs(const std::vector<bool>& row) {
+  int runs = 0;
+  const size_t k = row.size();
+  for (size_t c = 0; c < k; ++c) runs += row[c] && !row[(c + k - 1) % k];
+  return runs;
+}
+
+}  // namespace
+
+TEST_CASE("plan construction names parse and print", "[plan]") {
+  REQUIRE(parse_plan_construction("cyclic") == PlanConstruction::cyclic);
+  REQUIRE(parse_plan_construction("random") == PlanConstruction::random);
+  REQUIRE(plan_construction_name(PlanConstruction::cyclic) == "cyclic");
+  REQUIRE(plan_construction_name(PlanConstruction::random) == "random");
+  REQUIRE_THROWS_WITH(
+      parse_plan_construction("ring"),
+      Contains("unknown plan construction 'ring'") && Contains("valid: cyclic, random"));
+}
+
+TEST_CASE("built plans give r owners per component and balanced ranks for many N, K, C", "[plan]") {
+  int checked = 0;
+  for (int n : {1, 2, 3, 4, 5, 6, 8, 12, 16}) {
+    for (int k : {1, 2, 3, 4, 5, 7, 8, 12, 16, 33}) {
+      for (double c : {0.1, 0.25, 0.3, 1.0 / 3, 0.5, 0.6, 0.75, 0.9, 1.0}) {
+        const long r = std::lround(c * n);
+        if (r < 1) continue;  // refused; see the refusal test
+        for (auto construction : {PlanConstruction::cyclic, PlanConstruction::random}) {
+          CAPTURE(n, k, c, plan_construction_name(construction));
+          const auto plan = SubnetPlan::build(request(n, k, c, construction, 42));
+          check_built_plan(plan, n, k, static_cast<int>(r));
+          REQUIRE(plan.active_fraction() == c);
+          ++checked;
+        }
+      }
+    }
+  }
+  REQUIRE(checked > 1000);
+}
+
+TEST_CASE("cyclic plans own consecutive ranks per component and a cyclic window per rank",
+          "[plan]") {
+  for (int n : {2, 3, 4, 5, 8, 16}) {
+    for (int k : {1, 3, 4, 8, 10, 24}) {
+      for (double c : {0.25, 0.5, 0.75}) {
+        const int r = static_cast<int>(std::lround(c * n));
+        if (r < 1) continue;
+        CAPTURE(n, k, c);
+        const auto plan = SubnetPlan::build(request(n, k, c));
+        const auto m = matrix_of(plan);
+        for (int comp = 0; comp < k; ++comp) {
+          const int start = static_cast<int>(static_cast<int64_t>(comp) * n / k);
+          std::vector<int> expected;
+          for (int j = 0; j < r; ++j) expected.push_back((start + j) % n);
+          std::sort(expected.begin(), expected.end());
+          REQUIRE(plan.owners(comp) == expected);
+        }
+        for (const auto& row : m) REQUIRE(cyclic_runs(row) <= 1);
+      }
+    }
+  }
+}
+
+TEST_CASE("cyclic N=4 K=4 C=0.5 matches the matrix and spectral gap computed by hand", "[plan]") {
+  // Component k is owned by ranks k and k+1 (mod 4). Co-ownership A = 2I +
+  // adjacency of the 4-cycle, every row sums to 4, so W = A/4 has eigenvalues
+  // (2 + {2, 0, 0, -2}) / 4 = {1, 0.5, 0.5, 0}: lambda_2 = 0.5, gap = 0.5.
+  const auto plan = SubnetPlan::build(request(4, 4, 0.5));
+  REQUIRE(matrix_of(plan) == parse({"1001", "1100", "0110", "0011"}));
+  REQUIRE(plan.spectral_gap() == Approx(0.5).margin(1e-12));
+  REQUIRE(plan.owners(3) == std::vector<int>{0, 3});
+  REQUIRE(plan.owned(0) == std::vector<int>{0, 3});
+  // Random with the same shape is balanced too: 2 components per rank.
+  const auto random = SubnetPlan::build(request(4, 4, 0.5, PlanConstruction::random, 3));
+  for (int i = 0; i < 4; ++i) REQUIRE(random.owned(i).size() == 2);
+}
+
+TEST_CASE("spectral gap of an uneven matrix computed by hand", "[plan]") {
+  // Rank 0 owns {0, 1}, rank 1 owns {1}: A = [[2, 1], [1, 1]], D = diag(3, 2),
+  // W = [[2/3, 1/3], [1/2, 1/2]]: trace 7/6 and determinant 1/6 give the
+  // eigenvalues 1 and 1/6, so the gap is 5/6.
+  const auto plan = SubnetPlan::from_matrix(parse({"11", "01"}));
+  REQUIRE(plan.spectral_gap() == Approx(5.0 / 6).margin(1e-12));
+  REQUIRE(plan.active_fraction() == Approx(0.75));
+  REQUIRE(plan.construction() == "matrix");
+}
+
+TEST_CASE("C = 1 is the all-ones plan (DDP) with spectral gap 1", "[plan]") {
+  for (int n : {1, 2, 3, 7, 16}) {
+    for (int k : {1, 5, 12}) {
+      for (auto construction : {PlanConstruction::cyclic, PlanConstruction::random}) {
+        CAPTURE(n, k, plan_construction_name(construction));
+        const auto plan = SubnetPlan::build(request(n, k, 1.0, construction, 9));
+        for (int i = 0; i < n; ++i)
+          for (int c = 0; c < k; ++c) REQUIRE(plan.owns(i, c));
+        REQUIRE(plan.spectral_gap() == Approx(1.0).margin(1e-12));
+        REQUIRE(plan.owner_sets().size() == 1);
+      }
+    }
+  }
+}
+
+TEST_CASE("ranks that share nothing give spectral gap 0; one rank gives 1", "[plan]") {
+  // C = 1/N with K = N: each rank owns exactly its own component.
+  const auto disjoint = SubnetPlan::build(request(4, 4, 0.25));
+  REQUIRE(matrix_of(disjoint) == parse({"1000", "0100", "0010", "0001"}));
+  REQUIRE(disjoint.spectral_gap() == Approx(0.0).margin(1e-12));
+  // Two groups that mix internally but never with each other: still 0.
+  const auto blocks = SubnetPlan::from_matrix(parse({"1100", "1100", "0011", "0011"}));
+  REQUIRE(blocks.spectral_gap() == Approx(0.0).margin(1e-12));
+  // A rank owning nothing is isolated: 0 as well.
+  const auto idle = SubnetPlan::from_matrix(parse({"11", "11", "00"}));
+  REQUIRE(idle.spectral_gap() == Approx(0.0).margin(1e-12));
+
+  REQUIRE(SubnetPlan::build(request(1, 6, 1.0)).spectral_gap() == 1.0);
+  REQUIRE(SubnetPlan::build(request(1, 6, 0.7)).spectral_gap() == 1.0);
+}
+
+TEST_CASE("random plans are determined by their seed", "[plan]") {
+  const auto q = request(8, 16, 0.5, PlanConstruction::random, 1);
+  const auto a = SubnetPlan::build(q);
+  const auto b = SubnetPlan::build(q);
+  REQUIRE(matrix_of(a) == matrix_of(b));
+  REQUIRE(a.hash() == b.hash());
+
+  auto other = q;
+  other.seed = 2;
+  const auto c = SubnetPlan::build(other);
+  REQUIRE(matrix_of(a) != matrix_of(c));
+  REQUIRE(a.hash() != c.hash());
+  check_built_plan(c, 8, 16, 4);
+
+  // The cyclic construction ignores the seed.
+  auto cyclic = q;
+  cyclic.construction = PlanConstruction::cyclic;
+  const auto d = SubnetPlan::build(cyclic);
+  cyclic.seed = 99;
+  REQUIRE(SubnetPlan::build(cyclic).hash() == d.hash());
+}
+
+TEST_CASE("an explicit owner count overrides round(C N)", "[plan]") {
+  PlanRequest q = request(5, 10, 0.5, PlanConstruction::random, 4);
+  q.owners = 4;
+  check_built_plan(SubnetPlan::build(q), 5, 10, 4);
+  q.construction = PlanConstruction::cyclic;
+  q.owners = 1;
+  check_built_plan(SubnetPlan::build(q), 5, 10, 1);
+}
+
+TEST_CASE("plan hash is equal for equal matrices and differs otherwise", "[plan]") {
+  const auto built = SubnetPlan::build(request(4, 4, 0.5));
+  const auto given = SubnetPlan::from_matrix(parse({"1001", "1100", "0110", "0011"}));
+  REQUIRE(built.hash() == given.hash());  // the matrix alone decides
+  // Pinned: the hash is compared between processes (and versions), so it must
+  // not depend on anything but the bits and the shape.
+  REQUIRE(built.hash() == 0xcee6df7f252d08e1ull);
+
+  auto flipped = parse({"1001", "1100", "0110", "0011"});
+  flipped[2][3] = true;
+  REQUIRE(SubnetPlan::from_matrix(flipped).hash() != given.hash());
+  // Same bits, different shapes.
+  REQUIRE(SubnetPlan::from_matrix(parse({"11"})).hash() !=
+          SubnetPlan::from_matrix(parse({"1", "1"})).hash());
+  const auto two_by_two = SubnetPlan::from_matrix(parse({"11", "11"})).hash();
+  REQUIRE(two_by_two != SubnetPlan::from_matrix(parse({"1111"})).hash());
+  REQUIRE(two_by_two != SubnetPlan::from_matrix(parse({"1", "1", "1", "1"})).hash());
+  // Wider than one 64-bit word per row.
+  auto wide = Matrix(2, std::vector<bool>(70, true));
+  const auto wide_hash = SubnetPlan::from_matrix(wide).hash();
+  wide[1][69] = false;
+  REQUIRE(SubnetPlan::from_matrix(wide).hash() != wide_hash);
+}
+
+TEST_CASE("owner sets group the components with identical owners", "[plan]") {
+  // N=4, K=8, C=0.5 cyclic: components 2j and 2j+1 start at rank j.
+  const auto plan = SubnetPlan::build(request(4, 8, 0.5));
+  const std::vector<std::vector<int>> sets{{0, 1}, {0, 3}, {1, 2}, {2, 3}};
+  REQUIRE(plan.owner_sets() == sets);
+  const std::vector<int> set_of{0, 0, 2, 2, 3, 3, 1, 1};
+  for (int c = 0; c < 8; ++c) REQUIRE(plan.owner_set_of(c) == set_of[static_cast<size_t>(c)]);
+
+  const auto ddp = SubnetPlan::build(request(3, 5, 1.0));
+  REQUIRE(ddp.owner_sets() == std::vector<std::vector<int>>{{0, 1, 2}});
+}
+
+TEST_CASE("table shows ownership, counts and gap, and warns about ranks owning nothing", "[plan]") {
+  const auto plan = SubnetPlan::build(request(4, 4, 0.5));
+  const std::string t = plan.table({"layers.0", "layers.1", "layers.2", "layers.3"});
+  CAPTURE(t);
+  REQUIRE_THAT(t, Contains("4 ranks x 4 components") && Contains("active fraction 0.5") &&
+                      Contains("cyclic"));
+  REQUIRE_THAT(t, Contains("         0123\n"));
+  REQUIRE_THAT(t, Contains("rank 0 | #..# | 2\n") && Contains("rank 1 | ##.. | 2\n") &&
+                      Contains("rank 2 | .##. | 2\n") && Contains("rank 3 | ..## | 2\n"));
+  REQUIRE_THAT(t, Contains("owned per rank: 2 of 4") && Contains("owners per component: 2 of 4"));
+  REQUIRE_THAT(t, Contains("owner sets: 4 distinct") && Contains("spectral gap: 0.5000"));
+  REQUIRE_THAT(t, Contains("components: 0 = layers.0, 1 = layers.1, 2 = layers.2, 3 = layers.3"));
+  REQUIRE_THAT(t, !Contains("warning"));
+  REQUIRE_THROWS_WITH(plan.table({"a", "b"}), Contains("2 component names for 4 components") &&
+                                                  Contains("valid: none, or one per component"));
+
+  // K < N: some ranks own nothing and must be visible.
+  const auto sparse = SubnetPlan::build(request(8, 2, 0.25));
+  const std::string s = sparse.table();
+  CAPTURE(s);
+  REQUIRE_THAT(
+      s, Contains("warning: ranks 2, 3, 6, 7 own no component") && Contains("shared parameters"));
+  REQUIRE_THAT(s, Contains("owned per rank: 0 .. 1 of 2"));
+
+  // Two-digit component ids are written downwards; random plans show the seed.
+  const auto wide = SubnetPlan::build(request(12, 12, 0.5, PlanConstruction::random, 5));
+  const std::string w = wide.table();
+  CAPTURE(w);
+  REQUIRE_THAT(w, Contains("random (seed 5)"));
+  REQUIRE_THAT(w,
+               Contains(std::string(20, ' ') + "11\n" + std::string(10, ' ') + "012345678901\n"));
+  REQUIRE_THAT(w, Contains("rank  0 | ") && Contains("rank 11 | "));
+}
+
+TEST_CASE("to_json reports the plan", "[plan]") {
+  const auto plan = SubnetPlan::build(request(4, 4, 0.5));
+  const auto j = plan.to_json();
+  REQUIRE(j.at("world") == 4);
+  REQUIRE(j.at("components") == 4);
+  REQUIRE(j.at("active_fraction") == 0.5);
+  REQUIRE(j.at("construction") == "cyclic");
+  REQUIRE_FALSE(j.contains("seed"));
+  REQUIRE(j.at("owners_per_component") == nlohmann::json({2, 2, 2, 2}));
+  REQUIRE(j.at("owned_per_rank") == nlohmann::json({2, 2, 2, 2}));
+  REQUIRE(j.at("owner_sets") == 4);
+  REQUIRE(j.at("spectral_gap").get<double>() == Approx(0.5));
+  REQUIRE(j.at("matrix") == nlohmann::json({"1001", "1100", "0110", "0011"}));
+  REQUIRE(j.at("hash").get<std::string>().size() == 16);
+
+  const auto random = SubnetPlan::build(request(4, 6, 0.25, PlanConstruction::random, 17));
+  const auto jr = random.to_json();
+  REQUIRE(jr.at("construction") == "random");
+  REQUIRE(jr.at("seed") == 17);
+  REQUIRE(jr.at("owners_per_component") == nlohmann::json({1, 1, 1, 1, 1, 1}));
+
+  const auto given = SubnetPlan::from_matrix(parse({"110", "011"})).to_json();
+  REQUIRE(given.at("construction") == "matrix");
+  REQUIRE(given.at("owners_per_component") == nlohmann::json({1, 2, 1}));
+  REQUIRE(given.at("owned_per_rank") == nlohmann::json({2, 2}));
+}
+
+TEST_CASE("impossible plan requests are refused with what would work", "[plan]") {
+  auto refused = [](PlanRequest q) { return SubnetPlan::build(q); };
+  REQUIRE_THROWS_AS(refused(request(0, 4, 0.5)), Error);
+  REQUIRE_THROWS_WITH(refused(request(0, 4, 0.5)),
+                      Contains("world = 0 is invalid (valid: >= 1 rank)"));
+  REQUIRE_THROWS_WITH(refused(request(4, 0, 0.5)),
+                      Contains("components = 0 is invalid (valid: >= 1 maskable component"));
+  REQUIRE_THROWS_WITH(refused(request(4, 4, 0.0)),
+                      Contains("active_fraction C = 0 is invalid (valid: (0, 1]; C = 1 is DDP)"));
+  REQUIRE_THROWS_WITH(refused(request(4, 4, 1.5)),
+                      Contains("active_fraction C = 1.5 is invalid (valid: (0, 1]"));
+  REQUIRE_THROWS_WITH(refused(request(4, 4, -0.5)), Contains("C = -0.5 is invalid"));
+  REQUIRE_THROWS_WITH(refused(request(4, 4, std::numeric_limits<double>::quiet_NaN())),
+                      Contains("is invalid (valid: (0, 1]"));
+  REQUIRE_THROWS_WITH(refused(request(8, 4, 0.05)),
+                      Contains("C = 0.05 with world N = 8 gives round(C N) = 0 owners") &&
+                          Contains("valid: C >= 1/N = 0.125, or world >= 20 ranks"));
+
+  PlanRequest too_many = request(4, 4, 0.5);
+  too_many.owners = 5;
+  REQUIRE_THROWS_WITH(refused(too_many),
+                      Contains("owners = 5 per component is invalid with world = 4") &&
+                          Contains("valid: 1 .. 4, or 0 for round(C N)"));
+  too_many.owners = -1;
+  REQUIRE_THROWS_WITH(refused(too_many), Contains("owners = -1 per component is invalid"));
+
+  REQUIRE_THROWS_WITH(SubnetPlan::from_matrix({}), Contains("matrix has no ranks"));
+  REQUIRE_THROWS_WITH(SubnetPlan::from_matrix(Matrix(2)), Contains("matrix has no components"));
+  REQUIRE_THROWS_WITH(SubnetPlan::from_matrix(parse({"101", "10"})),
+                      Contains("ragged: rank 1 has 2 components but rank 0 has 3") &&
+                          Contains("valid: every row the same length"));
+  REQUIRE_THROWS_WITH(SubnetPlan::from_matrix(parse({"100", "100"})),
+                      Contains("components 1, 2 have no owner") &&
+                          Contains("valid: every component owned by at least one rank"));
+  REQUIRE_THROWS_WITH(SubnetPlan::from_matrix(parse({"10", "10"})),
+                      Contains("component 1 has no owner"));
+
+  const auto plan = SubnetPlan::build(request(2, 3, 0.5));
+  REQUIRE_THROWS_WITH(plan.owns(2, 0), Contains("rank 2 is out of range (valid: 0 .. 1)"));
+  REQUIRE_THROWS_WITH(plan.owners(3), Contains("component 3 is out of range (valid: 0 .. 2)"));
+  REQUIRE_THROWS_WITH(plan.owned(-1), Contains("rank -1 is out of range"));
+  REQUIRE_THROWS_WITH(plan.owner_set_of(-1), Contains("component -1 is out of range"));
+}
