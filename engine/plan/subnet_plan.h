@@ -45,6 +45,8 @@ struct PlanRequest {
 
 class SubnetPlan {
  public:
+  // An empty plan (no ranks, no components), to be assigned a built one.
+  SubnetPlan() = default;
   // Throws sdp::Error on an impossible request, saying what would work.
   static SubnetPlan build(const PlanRequest& request);
   // owns is [rank][component]; rejected when empty, ragged, or when some

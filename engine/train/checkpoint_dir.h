@@ -9,7 +9,7 @@ namespace sdp {
 class Trainer;
 
 // Saves <save_dir>/step-NNNNNN and then points <save_dir>/latest at it.
-std::filesystem::path save_and_mark_latest(const Trainer& trainer,
+std::filesystem::path save_and_mark_latest(Trainer& trainer,
                                            const std::filesystem::path& save_dir);
 
 // A checkpoint directory itself (has trainer_state.json), or a save dir whose

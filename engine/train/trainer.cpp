@@ -35,39 +35,81 @@ std::unique_ptr<Allocator> make_allocator(const std::string& device) {
 
 DType parse_dtype(const std::string& s) { return s == "f64" ? DType::f64 : DType::f32; }
 
+std::unique_ptr<comm::Communicator> make_own_world(const TrainConfig& c) {
+  comm::CommOptions options;
+  options.timeout_seconds = c.comm_timeout;
+  if (c.emulate_world > 0)
+    return comm::make_world("emulated", options, static_cast<int>(c.emulate_world),
+                            static_cast<int>(c.emulate_rank));
+  return comm::make_world("local", options);
+}
+
+// Host memory for token windows and the control scalars, whatever the device.
+CpuAllocator& host_allocator() {
+  static CpuAllocator host;
+  return host;
+}
+
 }  // namespace
 
-Trainer::Trainer(const TrainConfig& config) : Trainer(config, make_allocator(config.device)) {}
+Trainer::Trainer(const TrainConfig& config) : Trainer(config, nullptr) {}
 
 Trainer::Trainer(const TrainConfig& config, std::unique_ptr<Allocator> allocator)
-    : config_(config), alloc_(std::move(allocator)) {
+    : Trainer(config, make_own_world(config), nullptr, std::move(allocator)) {}
+
+Trainer::Trainer(const TrainConfig& config, comm::Communicator& world,
+                 std::unique_ptr<Allocator> allocator)
+    : Trainer(config, nullptr, &world, std::move(allocator)) {}
+
+Trainer::Trainer(const TrainConfig& config, std::unique_ptr<comm::Communicator> own_world,
+                 comm::Communicator* world, std::unique_ptr<Allocator> allocator)
+    : config_(config), own_world_(std::move(own_world)) {
   config_.validate();
+  world_ = own_world_ ? own_world_.get() : world;
+  if (!own_world_ && config_.emulate_world > 0)
+    fail("config: emulate_world is for single-process runs; this process is already rank ",
+         world_->rank(), " of a ", world_->size(), "-rank job");
+  alloc_ = allocator ? std::move(allocator) : make_allocator(config_.device);
   SDP_CHECK(device_name(alloc_->device()) == config_.device, "allocator for device ",
             device_name(alloc_->device()), " given to a run configured for ", config_.device);
   if (config_.threads > 0) omp_set_num_threads(config_.threads);
-  llama::LlamaConfig mc = llama::LlamaConfig::named(config_.model);
+  const llama::LlamaConfig mc = llama::LlamaConfig::named(config_.model);
   if (config_.seq > mc.max_seq)
     fail("config: seq = ", config_.seq, " exceeds model ", mc.name, "'s max_seq ", mc.max_seq);
-  model_ = std::make_unique<llama::LlamaModel>(mc);
-  const DType dt = parse_dtype(config_.dtype);
-  model_->materialize(*alloc_, dt);
-  model_->params().init_values(config_.seed);
+
+  // Every rank must run the same job: a different config or plan would make
+  // collectives disagree (wrong sizes, a hang). Checked once, before any
+  // collective of the training step.
+  comm::Communicator& w = *world_;
+  comm::require_same_on_all_ranks(w, "the run configuration", config_.to_json().dump());
+  layout_ = SubnetLayout::build(mc, StrategySpec::from_config(config_), w.size(), w.rank());
+  comm::require_same_on_all_ranks(w, "the subnet plan", std::to_string(layout_.plan.hash()));
+
+  model_ = std::make_unique<llama::LlamaModel>(mc, layout_.model_layout);
+  model_->materialize(*alloc_, parse_dtype(config_.dtype), layout_.held_mask(),
+                      layout_.trained_mask());
+  model_->params().init_values(config_.seed);  // same values on every owner
   model_->params().allocate_grads();
+  groups_ = std::make_unique<OwnerGroups>(w, layout_);
   optimizer_ = std::make_unique<AdamW>(
       model_->params(),
       AdamWSettings{config_.beta1, config_.beta2, config_.eps, config_.weight_decay});
   schedule_ = LrSchedule{config_.lr, config_.min_lr, config_.warmup, config_.steps};
 
-  train_data_ = data::make_token_source(config_.data, config_.seed, data::Split::train);
+  // Rank r reads windows r, r + N, r + 2N, ... of the stream: together the
+  // ranks see exactly the global batch a single process would.
+  train_data_ = data::make_token_source(config_.data, config_.seed, data::Split::train,
+                                        data::StreamPart{w.rank(), w.size()});
   if (train_data_->vocab_size() > mc.vocab)
     fail("data '", config_.data, "' has vocabulary ", train_data_->vocab_size(),
          " but model ", mc.name, " has only ", mc.vocab, " embeddings");
   // Token windows are host data; on meta they are still real so that the
   // data path runs, but tokens/targets live on the model's device.
-  static CpuAllocator host;
-  windows_ = OwnedTensor(host, {config_.batch, config_.seq + 1}, DType::i32, MemCategory::workspace);
+  windows_ = OwnedTensor(host_allocator(), {config_.batch, config_.seq + 1}, DType::i32,
+                         MemCategory::workspace);
   tokens_ = OwnedTensor(*alloc_, {config_.batch, config_.seq}, DType::i32, MemCategory::workspace);
   targets_ = OwnedTensor(*alloc_, {config_.batch, config_.seq}, DType::i32, MemCategory::workspace);
+  control_ = OwnedTensor(host_allocator(), {2}, DType::f64, MemCategory::comm);
 }
 
 Trainer::~Trainer() = default;
@@ -91,6 +133,8 @@ StepResult Trainer::train_step() {
   const auto start = clock::now();
   MemoryStats& mem = alloc_->stats();
   mem.reset_peaks();
+  comm::Communicator& w = *world_;
+  w.stats().reset();
   ParameterSet& params = model_->params();
   params.zero_grads();
 
@@ -109,39 +153,109 @@ StepResult Trainer::train_step() {
 
   StepResult r;
   {
+    PhaseScope phase(mem, Phase::communication);
+    groups_->average_gradients(params);
+    // One small all-reduce carries the loss and this rank's share of the
+    // squared gradient norm (each group counted once, by its root).
+    double* ctl = control_->data<double>();
+    ctl[0] = loss_sum;
+    ctl[1] = groups_->gradient_square_share(params);
+    w.all_reduce(*control_, comm::ReduceOp::sum);
+  }
+  const double* ctl = control_->data<double>();
+  {
     PhaseScope phase(mem, Phase::optimizer);
-    std::vector<Tensor> grads;
-    for (int g = 0; g < params.group_count(); ++g)
-      if (params.group_decl(g).trained) grads.push_back(params.group_grads(g));
-    r.grad_norm = config_.grad_clip > 0 ? ops::clip_grad_norm(grads, config_.grad_clip)
-                                        : ops::global_norm(grads);
+    r.grad_norm = std::sqrt(ctl[1]);
+    // The same coefficient on every rank keeps the owners' copies identical.
+    if (config_.grad_clip > 0 && r.grad_norm > config_.grad_clip) {
+      const double coef = config_.grad_clip / (r.grad_norm + 1e-6);
+      for (int g = 0; g < params.group_count(); ++g)
+        if (params.group_decl(g).trained) {
+          Tensor grads = params.group_grads(g);
+          ops::scale(grads, coef);
+        }
+    }
     r.lr = schedule_.at(step_);
     optimizer_->update(step_ + 1, r.lr);
   }
+  if (layout_.spec.masking == Masking::backward) {
+    PhaseScope phase(mem, Phase::communication);
+    groups_->broadcast_updated_values(params);
+  }
   ++step_;
   r.step = step_;
-  r.loss = loss_sum * loss_scale;
-  r.tokens = tokens_per_micro * config_.grad_accum;
+  const int64_t tokens_per_rank = tokens_per_micro * config_.grad_accum;
+  r.rank_loss = loss_sum * loss_scale;
+  r.loss = ctl[0] / static_cast<double>(tokens_per_rank * w.size());
+  r.tokens = tokens_per_rank * w.size();
   r.seconds = std::chrono::duration<double>(clock::now() - start).count();
   r.memory = memory_json(mem);
-  if (alloc_->device() == Device::meta) {
+  r.comm = w.stats().to_json();
+  if (alloc_->device() == Device::meta || w.backend() == "emulated") {
+    // Meta computes nothing; an emulated rank never hears from the others.
+    if (alloc_->device() == Device::meta) r.rank_loss = std::numeric_limits<double>::quiet_NaN();
     r.loss = std::numeric_limits<double>::quiet_NaN();
     r.grad_norm = std::numeric_limits<double>::quiet_NaN();
   }
   return r;
 }
 
-double Trainer::evaluate() {
-  // A fresh validation stream each time: every evaluation sees the same batches.
+bool Trainer::full_model_everywhere() const {
+  if (layout_.spec.masking == Masking::backward) return true;
+  for (const StorageGroup& g : layout_.groups)
+    if (!layout_.all_ranks(g)) return false;
+  return true;
+}
+
+llama::LlamaModel& Trainer::gather_full_model(bool optimizer_state) {
+  const bool rank0 = world_->rank() == 0;
+  if (rank0 && !full_model_) {
+    full_alloc_ = make_allocator(config_.device == "meta" ? "meta" : "cpu");
+    full_model_ = std::make_unique<llama::LlamaModel>(model_->config(), layout_.model_layout);
+    full_model_->materialize(*full_alloc_, model_->dtype());
+  }
+  if (rank0 && optimizer_state) full_model_->params().allocate_adam_state();
+  groups_->gather_to_rank0(model_->params(), rank0 ? &full_model_->params() : nullptr,
+                           optimizer_state);
+  return rank0 ? *full_model_ : *model_;
+}
+
+double Trainer::mean_loss(llama::LlamaModel& model) {
+  // A fresh, unsplit validation stream each time: every evaluation and every
+  // rank sees the same batches.
   auto val = data::make_token_source(config_.data, config_.seed, data::Split::val);
   double sum = 0;
   int64_t count = 0;
   for (int64_t i = 0; i < config_.eval_batches; ++i) {
     load_batch(*val);
-    sum += model_->forward(*tokens_, *targets_, /*keep_for_backward=*/false);
-    count += model_->valid_targets();
+    sum += model.forward(*tokens_, *targets_, /*keep_for_backward=*/false);
+    count += model.valid_targets();
   }
   return sum / static_cast<double>(count);
+}
+
+EvalResult Trainer::evaluate_all() {
+  comm::Communicator& w = *world_;
+  EvalResult out;
+  // Each rank's own subnetwork, gathered to every rank.
+  OwnedTensor mine(host_allocator(), {1}, DType::f64, MemCategory::comm);
+  OwnedTensor all(host_allocator(), {w.size()}, DType::f64, MemCategory::comm);
+  mine->data<double>()[0] = mean_loss(*model_);
+  w.all_gather(*mine, *all);
+  out.subnet_loss.assign(all->data<double>(), all->data<double>() + w.size());
+
+  if (full_model_everywhere()) {
+    out.full_loss = out.subnet_loss[static_cast<size_t>(w.rank())];
+  } else if (w.backend() == "emulated") {
+    out.full_loss = std::numeric_limits<double>::quiet_NaN();  // the other ranks' parts are absent
+  } else {
+    llama::LlamaModel& full = gather_full_model(false);
+    OwnedTensor loss(host_allocator(), {1}, DType::f64, MemCategory::comm);
+    if (w.rank() == 0) loss->data<double>()[0] = mean_loss(full);
+    w.broadcast(*loss, 0);
+    out.full_loss = loss->data<double>()[0];
+  }
+  return out;
 }
 
 std::optional<double> Trainer::best_achievable_loss() const {

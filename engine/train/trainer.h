@@ -88,6 +88,8 @@ class Trainer {
   std::optional<double> best_achievable_loss() const;
 
  private:
+  Trainer(const TrainConfig& config, std::unique_ptr<comm::Communicator> own_world,
+          comm::Communicator* world, std::unique_ptr<Allocator> allocator);
   void load_batch(data::TokenSource& source);
   double mean_loss(llama::LlamaModel& model);
   // Whether every rank holds the whole model (DDP, backward masking).

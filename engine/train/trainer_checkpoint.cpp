@@ -52,10 +52,20 @@ void read_parameter_set(ParameterSet& p, const ck::SafetensorsFile& weights,
   }
 }
 
-void Trainer::save_checkpoint(const fs::path& dir) const {
+void Trainer::save_checkpoint(const fs::path& dir) {
   SDP_CHECK(alloc_->device() == Device::cpu, "checkpoints are written from host memory; device ",
             device_name(alloc_->device()), " runs cannot save them");
-  const ParameterSet& p = model_->params();
+  if (world_->backend() == "emulated")
+    fail("checkpoints need every rank's components; an emulated rank (emulate_world = ",
+         config_.emulate_world, ") has only its own, so it cannot save one");
+  // Each component is written once, whole: rank 0 assembles the full model
+  // from the owners (values and AdamW moments); the other ranks only send.
+  const llama::LlamaModel& source = world_->size() == 1 ? *model_ : gather_full_model(true);
+  if (world_->rank() != 0) {
+    world_->barrier();  // returns once rank 0 has committed the directory
+    return;
+  }
+  const ParameterSet& p = source.params();
   CpuAllocator scratch;
   std::vector<OwnedTensor> assembled;
   auto moments = full_named_tensors(
@@ -65,7 +75,7 @@ void Trainer::save_checkpoint(const fs::path& dir) const {
     moments.push_back(t);
   ck::DirectoryTransaction tx(dir);
   const fs::path& out = tx.staging_dir();
-  export_hf_model(*model_, out);  // model.safetensors + config.json
+  export_hf_model(source, out);  // model.safetensors + config.json
   ck::save_safetensors(out / "optimizer.safetensors", moments);
   ck::write_json_atomically(out / "trainer_state.json",
                             {{"format_version", kFormatVersion},
@@ -75,8 +85,10 @@ void Trainer::save_checkpoint(const fs::path& dir) const {
                              // Every random draw (initialization, synthetic
                              // data) is counter-based: the seed and the data
                              // position above are the whole generator state.
-                             {"rng", {{"kind", "counter-based"}, {"seed", config_.seed}}}});
+                             {"rng", {{"kind", "counter-based"}, {"seed", config_.seed}}},
+                             {"parallel", layout_.to_json()}});
   tx.commit();
+  if (world_->size() > 1) world_->barrier();
 }
 
 void Trainer::load_checkpoint(const fs::path& dir) {
@@ -99,6 +111,8 @@ void Trainer::load_checkpoint(const fs::path& dir) {
   // stream; other fields (steps, lr, ...) may change on purpose.
   const nlohmann::json saved_cfg = state.value("train_config", nlohmann::json::object());
   const nlohmann::json now_cfg = config_.to_json();
+  // The data position is global, so another world size resumes the same
+  // stream; a different per-rank batch or world changes which windows a step sees.
   for (const char* field : {"data", "seed", "batch", "seq", "grad_accum"})
     if (saved_cfg.contains(field) && saved_cfg[field] != now_cfg[field])
       std::fprintf(stderr,
