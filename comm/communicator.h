@@ -11,8 +11,14 @@
 //   all_gather      (k - 1) / k * S
 //   broadcast       S at the root, 0 elsewhere
 //   send            S            (recv: 0 sent, S received)
+// (A group of 1 sends nothing: every formula gives 0 there, broadcast too.)
 // The counters of a communicator and of every communicator split from it are
 // one shared CommStats, so a rank's totals cover all its groups.
+//
+// Buffers on the meta device are counted and move nothing (dry runs), on
+// every backend. In-place forms: all_gather's input may be this rank's chunk
+// of its output, and reduce_scatter's output may be this rank's chunk of its
+// input; any other overlap of input and output is refused.
 #include <array>
 #include <chrono>
 #include <cstdint>
@@ -29,6 +35,7 @@
 namespace sdp::comm {
 
 enum class ReduceOp : uint8_t { sum, average };  // average = sum / group size
+std::string_view reduce_op_name(ReduceOp op);     // "sum", "average"
 
 enum class Op : uint8_t { all_reduce, reduce_scatter, all_gather, broadcast, send, recv, barrier };
 inline constexpr size_t kOpCount = 7;
@@ -87,6 +94,8 @@ class Communicator {
   virtual std::string_view backend() const = 0;  // "local", "mpi", "emulated", "nccl"
 
   // All buffers are contiguous; every rank passes the same shape and dtype.
+  // Reductions take f32, f64, i32 (sum only) and bf16 (device backends);
+  // the others move any dtype. Every call waits until it has finished.
   void all_reduce(Tensor& buffer, ReduceOp op);
   // input [size * n] -> output [n]: this rank's reduced chunk.
   void reduce_scatter(const Tensor& input, Tensor& output, ReduceOp op);
@@ -103,7 +112,8 @@ class Communicator {
   std::unique_ptr<Communicator> split(int color, int key);
   // The group of the listed members (ranks of *this* communicator, sorted,
   // unique). Collective: every rank calls it with the same list; non-members
-  // get nullptr. Named "ranks:a,b,c" (world ranks).
+  // get nullptr. Named "ranks:a,b,c" (world ranks). A member's rank in the
+  // group is its index in `members`.
   std::unique_ptr<Communicator> subgroup(const std::vector<int>& members);
 
   CommStats& stats() { return *stats_; }
@@ -122,9 +132,19 @@ class Communicator {
   virtual void do_send(const Tensor& buffer, int peer) = 0;
   virtual void do_recv(Tensor& buffer, int peer) = 0;
   virtual void do_barrier() = 0;
-  // Returns the new group (or nullptr when color < 0); `name` and
-  // `world_ranks` are computed by the caller for members.
+  // Returns the new group (or nullptr when color < 0), constructed with its
+  // world ranks and an empty name: split() and subgroup() name it.
   virtual std::unique_ptr<Communicator> do_split(int color, int key) = 0;
+  // Default: split(member ? 0 : -1, rank()). A backend that cannot split by
+  // color (emulated) builds the group from the list instead. `members` has
+  // been checked (sorted, unique, in range).
+  virtual std::unique_ptr<Communicator> do_subgroup(const std::vector<int>& members);
+  // Refuses, with sdp::Error, a buffer this backend cannot move (a device it
+  // does not serve, a dtype it cannot reduce); runs before the call is
+  // counted. `reduces` is true for all_reduce and reduce_scatter.
+  virtual void check_supported(Op op, const Tensor& buffer, bool reduces) const;
+  // The start of every argument error: "all_reduce on group world (rank 1 of 4)".
+  std::string where(Op op) const;
 
  private:
   int rank_, size_;
@@ -140,14 +160,16 @@ class Communicator {
 //   "emulated" rank `emulate_rank` of an `emulate_world`-rank job in one
 //              process: collectives leave buffers as they are but are
 //              counted exactly like real ones
-//   "nccl"     device buffers; needs MPI for bootstrap and a CUDA build
+//   "nccl"     device buffers (host buffers go through MPI); needs MPI for
+//              bootstrap and a build with CUDA, NCCL and MPI. Selects the
+//              GPU (node-local rank % GPUs on the node) for the calling thread.
 std::unique_ptr<Communicator> make_world(std::string_view backend, CommOptions options = {},
                                          int emulate_world = 1, int emulate_rank = 0);
 
 // Throws sdp::Error naming the ranks whose value differs from rank 0's and
 // `what` differs (e.g. "the run configuration"); every rank throws the same
 // message, so the job ends on every rank at once. Uses one all_gather of a
-// 64-bit hash of `value` (counted).
+// 64-bit hash of `value` (counted) on host buffers.
 void require_same_on_all_ranks(Communicator& comm, const std::string& what,
                                const std::string& value);
 

@@ -1,0 +1,244 @@
+// The backend-independent half of every call: argument checks with messages
+// that name the op, group and rank, counting, group naming, and the
+// all-ranks-agree check built on all_gather.
+#include "comm/communicator.h"
+
+#include <algorithm>
+#include <cstring>
+
+namespace sdp::comm {
+
+namespace {
+
+void check_buffer(const std::string& at, const Tensor& t, const char* arg) {
+  if (!t.defined()) fail(at, ": ", arg, " has no storage (", t.describe(), ")");
+  if (!t.is_contiguous()) fail(at, ": ", arg, " must be contiguous, got ", t.describe());
+}
+
+void check_reducible(const std::string& at, const Tensor& t, ReduceOp op) {
+  const DType d = t.dtype();
+  if (d != DType::f32 && d != DType::f64 && d != DType::i32 && d != DType::bf16)
+    fail(at, ": cannot reduce a ", dtype_name(d), " buffer (valid: f32, f64, i32, bf16)");
+  // Integer division would truncate silently; token counts and flags are summed.
+  if (op == ReduceOp::average && d == DType::i32)
+    fail(at, ": average of an i32 buffer is refused (it would truncate); average needs "
+         "f32, f64 or bf16, and i32 buffers can only be summed");
+}
+
+void check_pair(const std::string& at, const Tensor& input, const Tensor& output) {
+  if (input.dtype() != output.dtype())
+    fail(at, ": input is ", dtype_name(input.dtype()), " but output is ",
+         dtype_name(output.dtype()), " (both must have the same dtype)");
+  if (input.device() != output.device())
+    fail(at, ": input is on ", device_name(input.device()), " but output is on ",
+         device_name(output.device()), " (both must be on the same device)");
+}
+
+// Input and output may coincide only in the in-place form: `part` (one
+// rank's chunk) is exactly chunk `rank` of `whole`.
+void check_overlap(const std::string& at, const Tensor& whole, const Tensor& part, int rank,
+                   const char* in_place_form) {
+  const auto* w = static_cast<const char*>(whole.raw());
+  const auto* p = static_cast<const char*>(part.raw());
+  if (whole.bytes() == 0 || part.bytes() == 0) return;
+  const bool overlap = p < w + whole.bytes() && w < p + part.bytes();
+  if (overlap && p != w + static_cast<size_t>(rank) * part.bytes())
+    fail(at, ": input and output overlap; the only overlap allowed is the in-place form (",
+         in_place_form, ")");
+}
+
+// FNV-1a: stable across runs, compilers and machines (std::hash is not).
+uint64_t stable_hash64(std::string_view s) {
+  uint64_t h = 14695981039346656037ull;
+  for (unsigned char c : s) {
+    h ^= c;
+    h *= 1099511628211ull;
+  }
+  return h;
+}
+
+std::string join_ranks(const std::vector<int>& ranks) {
+  std::string out;
+  for (size_t i = 0; i < ranks.size(); ++i) {
+    if (i) out += ',';
+    out += std::to_string(ranks[i]);
+  }
+  return out;
+}
+
+}  // namespace
+
+Communicator::Communicator(int rank, int size, std::string name, std::vector<int> world_ranks,
+                           std::shared_ptr<CommStats> stats, CommOptions options)
+    : rank_(rank), size_(size), name_(std::move(name)), world_ranks_(std::move(world_ranks)),
+      stats_(std::move(stats)), options_(options) {
+  SDP_CHECK(size_ >= 1 && rank_ >= 0 && rank_ < size_, "communicator rank ", rank_,
+            " of size ", size_, " is invalid (valid: size >= 1, 0 <= rank < size)");
+  SDP_CHECK(static_cast<int>(world_ranks_.size()) == size_, "communicator of size ", size_,
+            " given ", world_ranks_.size(), " world ranks");
+  SDP_CHECK(stats_ != nullptr, "communicator needs a CommStats");
+}
+
+std::string Communicator::where(Op op) const {
+  return format(op_name(op), " on group ", name_, " (rank ", rank_, " of ", size_, ")");
+}
+
+void Communicator::check_supported(Op, const Tensor&, bool) const {}
+
+void Communicator::all_reduce(Tensor& buffer, ReduceOp op) {
+  const std::string at = where(Op::all_reduce);
+  check_buffer(at, buffer, "buffer");
+  check_reducible(at, buffer, op);
+  check_supported(Op::all_reduce, buffer, true);
+  stats_->record(Op::all_reduce, name_, size_, static_cast<int64_t>(buffer.bytes()), false);
+  if (buffer.device() == Device::meta) return;
+  do_all_reduce(buffer, op);
+}
+
+void Communicator::reduce_scatter(const Tensor& input, Tensor& output, ReduceOp op) {
+  const std::string at = where(Op::reduce_scatter);
+  check_buffer(at, input, "input");
+  check_buffer(at, output, "output");
+  check_pair(at, input, output);
+  check_reducible(at, input, op);
+  if (input.numel() != size_ * output.numel())
+    fail(at, ": input has ", input.numel(), " elements, expected group size ", size_,
+         " * output elements ", output.numel(), " = ", size_ * output.numel());
+  check_overlap(at, input, output, rank_, "output = this rank's chunk of input");
+  check_supported(Op::reduce_scatter, input, true);
+  stats_->record(Op::reduce_scatter, name_, size_, static_cast<int64_t>(input.bytes()), false);
+  if (input.device() == Device::meta) return;
+  do_reduce_scatter(input, output, op);
+}
+
+void Communicator::all_gather(const Tensor& input, Tensor& output) {
+  const std::string at = where(Op::all_gather);
+  check_buffer(at, input, "input");
+  check_buffer(at, output, "output");
+  check_pair(at, input, output);
+  if (output.numel() != size_ * input.numel())
+    fail(at, ": output has ", output.numel(), " elements, expected group size ", size_,
+         " * input elements ", input.numel(), " = ", size_ * input.numel());
+  check_overlap(at, output, input, rank_, "input = this rank's chunk of output");
+  check_supported(Op::all_gather, input, false);
+  stats_->record(Op::all_gather, name_, size_, static_cast<int64_t>(output.bytes()), false);
+  if (input.device() == Device::meta) return;
+  do_all_gather(input, output);
+}
+
+void Communicator::broadcast(Tensor& buffer, int root) {
+  const std::string at = where(Op::broadcast);
+  check_buffer(at, buffer, "buffer");
+  if (root < 0 || root >= size_)
+    fail(at, ": root ", root, " is out of range (valid: 0..", size_ - 1, ")");
+  check_supported(Op::broadcast, buffer, false);
+  stats_->record(Op::broadcast, name_, size_, static_cast<int64_t>(buffer.bytes()),
+                 rank_ == root);
+  if (buffer.device() == Device::meta) return;
+  do_broadcast(buffer, root);
+}
+
+namespace {
+void check_peer(const std::string& at, int peer, int rank, int size) {
+  if (peer < 0 || peer >= size)
+    fail(at, ": peer ", peer, " is out of range (valid: 0..", size - 1, ")");
+  // A blocking exchange with oneself would wait forever for its other half.
+  if (peer == rank) fail(at, ": peer ", peer, " is this rank; a rank cannot send to or receive from itself");
+}
+}  // namespace
+
+void Communicator::send(const Tensor& buffer, int peer) {
+  const std::string at = where(Op::send);
+  check_buffer(at, buffer, "buffer");
+  check_peer(at, peer, rank_, size_);
+  check_supported(Op::send, buffer, false);
+  stats_->record(Op::send, name_, size_, static_cast<int64_t>(buffer.bytes()), false);
+  if (buffer.device() == Device::meta) return;
+  do_send(buffer, peer);
+}
+
+void Communicator::recv(Tensor& buffer, int peer) {
+  const std::string at = where(Op::recv);
+  check_buffer(at, buffer, "buffer");
+  check_peer(at, peer, rank_, size_);
+  check_supported(Op::recv, buffer, false);
+  stats_->record(Op::recv, name_, size_, static_cast<int64_t>(buffer.bytes()), false);
+  if (buffer.device() == Device::meta) return;
+  do_recv(buffer, peer);
+}
+
+void Communicator::barrier() {
+  stats_->record(Op::barrier, name_, size_, 0, false);
+  do_barrier();
+}
+
+std::unique_ptr<Communicator> Communicator::split(int color, int key) {
+  std::unique_ptr<Communicator> group = do_split(color, key);
+  if (color < 0) {
+    SDP_CHECK(group == nullptr, backend(), " split gave a group to a rank with color ", color);
+    return nullptr;
+  }
+  SDP_CHECK(group != nullptr, backend(), " split gave no group for color ", color);
+  group->name_ = "ranks:" + join_ranks(group->world_ranks_);
+  return group;
+}
+
+std::unique_ptr<Communicator> Communicator::subgroup(const std::vector<int>& members) {
+  bool valid = !members.empty();
+  for (size_t i = 0; i < members.size() && valid; ++i)
+    valid = members[i] >= 0 && members[i] < size_ && (i == 0 || members[i - 1] < members[i]);
+  if (!valid)
+    fail("subgroup of group ", name_, ": members {", join_ranks(members),
+         "} are invalid (valid: a non-empty, sorted list of distinct ranks in 0..", size_ - 1,
+         ")");
+  std::unique_ptr<Communicator> group = do_subgroup(members);
+  const bool member = std::binary_search(members.begin(), members.end(), rank_);
+  SDP_CHECK((group != nullptr) == member, backend(), " subgroup: rank ", rank_,
+            member ? " is a member but got no group" : " is not a member but got a group");
+  if (!group) return nullptr;
+  SDP_CHECK(group->size() == static_cast<int>(members.size()), backend(), " subgroup of ",
+            members.size(), " members has size ", group->size());
+  group->name_ = "ranks:" + join_ranks(group->world_ranks_);
+  return group;
+}
+
+std::unique_ptr<Communicator> Communicator::do_subgroup(const std::vector<int>& members) {
+  const bool member = std::binary_search(members.begin(), members.end(), rank_);
+  // key = rank keeps the members in rank order, so group rank = index in `members`.
+  return split(member ? 0 : -1, rank_);
+}
+
+void require_same_on_all_ranks(Communicator& comm, const std::string& what,
+                               const std::string& value) {
+  const uint64_t hash = stable_hash64(value);
+  std::array<int32_t, 2> mine{};  // [2]: the hash as two 32-bit words
+  std::memcpy(mine.data(), &hash, sizeof hash);
+  // [size * 2]. Every chunk starts as this rank's hash: backends that gather
+  // for real overwrite the others; the emulated one (no peers) leaves them,
+  // so a one-process emulation agrees with itself.
+  std::vector<int32_t> all(static_cast<size_t>(comm.size()) * 2);
+  for (size_t i = 0; i < all.size(); i += 2) std::memcpy(&all[i], mine.data(), sizeof hash);
+  Tensor input(mine.data(), {2}, DType::i32, Device::cpu);
+  Tensor output(all.data(), {static_cast<int64_t>(all.size())}, DType::i32, Device::cpu);
+  comm.all_gather(input, output);
+
+  std::vector<int> differing;  // world ranks
+  for (int r = 1; r < comm.size(); ++r) {
+    const size_t at = static_cast<size_t>(r) * 2;
+    if (all[at] != all[0] || all[at + 1] != all[1])
+      differing.push_back(comm.world_ranks()[static_cast<size_t>(r)]);
+  }
+  if (differing.empty()) return;
+  // Built from gathered data only, so every rank throws the same text.
+  std::string list;
+  for (size_t i = 0; i < differing.size(); ++i) {
+    if (i) list += ", ";
+    list += std::to_string(differing[i]);
+  }
+  fail(what, " differs between ranks: rank", differing.size() > 1 ? "s " : " ", list,
+       differing.size() > 1 ? " differ" : " differs", " from rank ", comm.world_ranks()[0],
+       " (group ", comm.name(), ", compared by a 64-bit hash); every rank must use the same ",
+       what);
+}
+
+}  // namespace sdp::comm

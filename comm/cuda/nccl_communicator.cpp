@@ -1,0 +1,185 @@
+#include "comm/cuda/nccl_communicator.h"
+
+#include <array>
+#include <cstdio>
+#include <cstring>
+
+#include "comm/cuda/nccl_check.h"
+#include "comm/deadline.h"
+#include "comm/mpi_check.h"
+#include "comm/mpi_communicator.h"
+#include "comm/mpi_runtime.h"
+
+namespace sdp::comm {
+
+namespace {
+
+ncclDataType_t nccl_reduce_type(DType t) {
+  switch (t) {
+    case DType::f32: return ncclFloat32;
+    case DType::f64: return ncclFloat64;
+    case DType::i32: return ncclInt32;
+    case DType::bf16: return ncclBfloat16;
+    case DType::u16: break;  // refused by Communicator before it gets here
+  }
+  fail("nccl: no reduction type for ", dtype_name(t));
+}
+
+ncclRedOp_t nccl_op(ReduceOp op) { return op == ReduceOp::sum ? ncclSum : ncclAvg; }
+
+bool on_host(const Tensor& t) { return t.device() == Device::cpu; }
+
+// The rank's GPU among those of its node: node-local rank % GPUs there.
+void select_device(MPI_Comm world) {
+  MPI_Comm node = MPI_COMM_NULL;
+  int world_rank = 0, local_rank = 0;
+  MPI_CHECK(MPI_Comm_rank(world, &world_rank));
+  MPI_CHECK(MPI_Comm_split_type(world, MPI_COMM_TYPE_SHARED, world_rank, MPI_INFO_NULL, &node));
+  MPI_CHECK(MPI_Comm_rank(node, &local_rank));
+  MPI_CHECK(MPI_Comm_free(&node));
+  int devices = 0;
+  CUDA_CHECK(cudaGetDeviceCount(&devices));
+  if (devices < 1) fail("[rank ", world_rank, "] the nccl backend needs a GPU; none is visible");
+  CUDA_CHECK(cudaSetDevice(local_rank % devices));
+}
+
+}  // namespace
+
+std::unique_ptr<NcclCommunicator> NcclCommunicator::world(CommOptions options) {
+  if (!MpiRuntime::initialized())
+    fail("the nccl communicator is bootstrapped through MPI: create an sdp::comm::MpiRuntime in "
+         "main before make_world(\"nccl\"), and launch with mpirun");
+  std::unique_ptr<MpiCommunicator> host = MpiCommunicator::world(options);
+
+  // The id travels through the host communicator's broadcast, under the
+  // deadline: once it has arrived every rank is here, and the blocking calls
+  // below (node split, ncclCommInitRank) cannot wait for a missing peer.
+  ncclUniqueId id;
+  std::array<int32_t, (sizeof id + 3) / 4> id_words{};  // [32]: the id's bytes
+  if (host->rank() == 0) {
+    NCCL_CHECK(ncclGetUniqueId(&id));
+    std::memcpy(id_words.data(), &id, sizeof id);
+  }
+  Tensor id_view(id_words.data(), {static_cast<int64_t>(id_words.size())}, DType::i32,
+                 Device::cpu);
+  host->broadcast(id_view, 0);
+  std::memcpy(&id, id_words.data(), sizeof id);
+
+  select_device(host->handle());
+  ncclComm_t comm = nullptr;
+  NCCL_CHECK(ncclCommInitRank(&comm, host->size(), id, host->rank()));
+  return std::unique_ptr<NcclCommunicator>(new NcclCommunicator(
+      comm, std::move(host), std::make_shared<CommStats>(), options));
+}
+
+NcclCommunicator::NcclCommunicator(ncclComm_t comm, std::unique_ptr<Communicator> host,
+                                   std::shared_ptr<CommStats> stats, CommOptions options)
+    : Communicator(host->rank(), host->size(), host->name(), host->world_ranks(),
+                   std::move(stats), options),
+      comm_(comm), host_(std::move(host)) {
+  const cudaError_t created = cudaStreamCreate(&stream_);
+  if (created != cudaSuccess) {
+    ncclCommDestroy(comm_);
+    CUDA_CHECK(created);
+  }
+}
+
+NcclCommunicator::~NcclCommunicator() {
+  // Every call waited for its stream, so nothing is in flight here.
+  if (comm_) ncclCommDestroy(comm_);
+  if (stream_) cudaStreamDestroy(stream_);
+}
+
+void NcclCommunicator::check_supported(Op op, const Tensor& buffer, bool reduces) const {
+  if (buffer.device() == Device::cpu && reduces && buffer.dtype() == DType::bf16)
+    fail(where(op), ": host buffers go through MPI, which cannot reduce bf16 (valid: f32, f64, "
+         "i32); reduce in f32 or on the device");
+}
+
+void NcclCommunicator::wait(Op op, int64_t bytes) {
+  cudaError_t state = cudaSuccess;
+  ncclResult_t async = ncclSuccess;
+  const bool finished = poll_until(
+      [&] {
+        state = cudaStreamQuery(stream_);
+        if (state != cudaErrorNotReady) return true;
+        NCCL_CHECK(ncclCommGetAsyncError(comm_, &async));
+        return async != ncclSuccess;
+      },
+      options().timeout_seconds);
+  const int world_rank = world_ranks()[static_cast<size_t>(rank())];
+  if (!finished) {
+    ncclCommAbort(comm_);
+    comm_ = nullptr;
+    end_job_after_timeout(world_rank, op_name(op), name(), bytes, options().timeout_seconds);
+  }
+  if (async != ncclSuccess) {
+    // The communicator is unusable after an asynchronous error, and its
+    // peers would wait for this rank: end the job, as on a timeout.
+    const std::string line = format("[rank ", world_rank, "] ", op_name(op), " on group ", name(),
+                                    " (", bytes, " bytes) failed in NCCL: ",
+                                    ncclGetErrorString(async), "; ending the job\n");
+    std::fputs(line.c_str(), stderr);
+    ncclCommAbort(comm_);
+    comm_ = nullptr;
+    MpiRuntime::abort_job(1);
+  }
+  CUDA_CHECK(state);
+}
+
+void NcclCommunicator::do_all_reduce(Tensor& buffer, ReduceOp op) {
+  if (on_host(buffer)) return host_->all_reduce(buffer, op);
+  NCCL_CHECK(ncclAllReduce(buffer.raw(), buffer.raw(), static_cast<size_t>(buffer.numel()),
+                           nccl_reduce_type(buffer.dtype()), nccl_op(op), comm_, stream_));
+  wait(Op::all_reduce, static_cast<int64_t>(buffer.bytes()));
+}
+
+void NcclCommunicator::do_reduce_scatter(const Tensor& input, Tensor& output, ReduceOp op) {
+  if (on_host(input)) return host_->reduce_scatter(input, output, op);
+  // In place when output is this rank's chunk of input, as NCCL defines it too.
+  NCCL_CHECK(ncclReduceScatter(input.raw(), output.raw(), static_cast<size_t>(output.numel()),
+                               nccl_reduce_type(input.dtype()), nccl_op(op), comm_, stream_));
+  wait(Op::reduce_scatter, static_cast<int64_t>(input.bytes()));
+}
+
+// Moves that reduce nothing go as bytes, so every dtype travels.
+void NcclCommunicator::do_all_gather(const Tensor& input, Tensor& output) {
+  if (on_host(input)) return host_->all_gather(input, output);
+  NCCL_CHECK(ncclAllGather(input.raw(), output.raw(), input.bytes(), ncclUint8, comm_, stream_));
+  wait(Op::all_gather, static_cast<int64_t>(output.bytes()));
+}
+
+void NcclCommunicator::do_broadcast(Tensor& buffer, int root) {
+  if (on_host(buffer)) return host_->broadcast(buffer, root);
+  NCCL_CHECK(ncclBroadcast(buffer.raw(), buffer.raw(), buffer.bytes(), ncclUint8, root, comm_,
+                           stream_));
+  wait(Op::broadcast, static_cast<int64_t>(buffer.bytes()));
+}
+
+void NcclCommunicator::do_send(const Tensor& buffer, int peer) {
+  if (on_host(buffer)) return host_->send(buffer, peer);
+  NCCL_CHECK(ncclSend(buffer.raw(), buffer.bytes(), ncclUint8, peer, comm_, stream_));
+  wait(Op::send, static_cast<int64_t>(buffer.bytes()));
+}
+
+void NcclCommunicator::do_recv(Tensor& buffer, int peer) {
+  if (on_host(buffer)) return host_->recv(buffer, peer);
+  NCCL_CHECK(ncclRecv(buffer.raw(), buffer.bytes(), ncclUint8, peer, comm_, stream_));
+  wait(Op::recv, static_cast<int64_t>(buffer.bytes()));
+}
+
+// NCCL has no barrier; this stream is idle between calls, so the host one is enough.
+void NcclCommunicator::do_barrier() { host_->barrier(); }
+
+std::unique_ptr<Communicator> NcclCommunicator::do_split(int color, int key) {
+  // The host split first: it gathers every rank's color under the deadline,
+  // so the blocking ncclCommSplit below finds every peer there.
+  std::unique_ptr<Communicator> host_group = host_->split(color, key);
+  ncclComm_t group = nullptr;
+  NCCL_CHECK(ncclCommSplit(comm_, color < 0 ? NCCL_SPLIT_NOCOLOR : color, key, &group, nullptr));
+  if (color < 0) return nullptr;
+  return std::unique_ptr<Communicator>(
+      new NcclCommunicator(group, std::move(host_group), shared_stats(), options()));
+}
+
+}  // namespace sdp::comm

@@ -1,0 +1,55 @@
+#pragma once
+// The NCCL backend: device buffers (Device::cuda); host buffers of the same
+// calls go through an MPI communicator of the same group, so host-side
+// checks (require_same_on_all_ranks, checksums) work on it too.
+//
+// Bootstrap through MPI: rank 0 makes the ncclUniqueId and broadcasts it;
+// groups come from ncclCommSplit. One CUDA stream per communicator, created
+// blocking with respect to the legacy default stream, so device work queued
+// there before a call is finished before the call reads its buffers. Every
+// call waits for its stream (cudaStreamQuery polled up to the deadline of
+// options().timeout_seconds); on timeout or an asynchronous NCCL error it
+// aborts the NCCL communicator and ends the job.
+#include <cuda_runtime.h>
+#include <nccl.h>
+
+#include "comm/communicator.h"
+
+namespace sdp::comm {
+
+class NcclCommunicator final : public Communicator {
+ public:
+  // Needs MPI initialized (MpiRuntime). Selects the GPU node-local rank %
+  // (GPUs on the node) for the calling thread before creating anything.
+  static std::unique_ptr<NcclCommunicator> world(CommOptions options);
+  ~NcclCommunicator() override;
+  std::string_view backend() const override { return "nccl"; }
+  cudaStream_t stream() const { return stream_; }
+
+ protected:
+  void do_all_reduce(Tensor& buffer, ReduceOp op) override;
+  void do_reduce_scatter(const Tensor& input, Tensor& output, ReduceOp op) override;
+  void do_all_gather(const Tensor& input, Tensor& output) override;
+  void do_broadcast(Tensor& buffer, int root) override;
+  void do_send(const Tensor& buffer, int peer) override;
+  void do_recv(Tensor& buffer, int peer) override;
+  void do_barrier() override;
+  std::unique_ptr<Communicator> do_split(int color, int key) override;
+  // cuda and host buffers; host reductions follow the mpi backend (no bf16).
+  void check_supported(Op op, const Tensor& buffer, bool reduces) const override;
+
+ private:
+  // Rank, size and world ranks are those of `host`, the MPI communicator of
+  // the same group, whose counters are its own: the calls it carries for
+  // this communicator are counted once, here.
+  NcclCommunicator(ncclComm_t comm, std::unique_ptr<Communicator> host,
+                   std::shared_ptr<CommStats> stats, CommOptions options);
+  // Waits for this communicator's stream; on timeout or an NCCL error ends the job.
+  void wait(Op op, int64_t bytes);
+
+  ncclComm_t comm_ = nullptr;
+  cudaStream_t stream_ = nullptr;
+  std::unique_ptr<Communicator> host_;
+};
+
+}  // namespace sdp::comm
