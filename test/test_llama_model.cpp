@@ -144,7 +144,7 @@ TEST_CASE("named configs have the stated parameter counts", "[model]") {
   const double p1b = static_cast<double>(LlamaConfig::named("llama-1b").parameter_count());
   REQUIRE(std::abs(p500 / 500e6 - 1) < 0.05);
   REQUIRE(std::abs(p1b / 1e9 - 1) < 0.05);
-  REQUIRE_THROWS_WITH(LlamaConfig::named("llama-7b"), Catch::Contains("valid: tiny, small"));
+  REQUIRE_THROWS_WITH(LlamaConfig::named("llama-7b"), Catch::Contains("valid: tiny, mini, small"));
 }
 
 TEST_CASE("inconsistent model configs are refused with the field named", "[model][errors]") {

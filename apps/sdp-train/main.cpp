@@ -1,43 +1,68 @@
-// sdp-train: trains a LLaMA model with the sdp-engine (single process for
-// now; the distributed strategies arrive with the communicator).
+// sdp-train: trains a LLaMA model with the sdp-engine, in one process or as
+// `mpirun -np N sdp-train ...` (one rank per process, MPI found from the
+// launcher's environment).
 #include <cstdio>
+#include <optional>
 
 #include <CLI/CLI.hpp>
 
 #include "apps/sdp-train/options.h"
 #include "apps/sdp-train/run.h"
+#include "comm/mpi_runtime.h"
 #include "engine/core/error.h"
 #include "models/llama/llama_config.h"
 
+namespace {
+
+int list_models() {
+  std::printf("%-12s %6s %7s %6s %6s %6s %7s\n", "model", "dim", "layers", "heads", "kv", "ffn",
+              "params");
+  for (const auto& name : sdp::llama::LlamaConfig::names()) {
+    const auto c = sdp::llama::LlamaConfig::named(name);
+    std::printf("%-12s %6lld %7lld %6lld %6lld %6lld %6.1fM\n", name.c_str(),
+                static_cast<long long>(c.dim), static_cast<long long>(c.n_layers),
+                static_cast<long long>(c.n_heads), static_cast<long long>(c.n_kv_heads),
+                static_cast<long long>(c.ffn_dim), c.parameter_count() / 1e6);
+  }
+  return 0;
+}
+
+}  // namespace
+
 int main(int argc, char** argv) {
+  using sdp::comm::MpiRuntime;
   CLI::App app{
-      "sdp-train: train LLaMA models with the sdp-engine.\n"
-      "Fields come from defaults, then --config FILE (JSON), then flags."};
+      "sdp-train: train LLaMA models with the sdp-engine (DDP and Subnetwork Data "
+      "Parallelism).\nFields come from defaults, then --config FILE (JSON), then flags. "
+      "Multi-rank: mpirun -np N sdp-train ..."};
   app.get_formatter()->column_width(34);
   sdp::app::CliOptions options;
   sdp::app::add_options(app, options);
   CLI11_PARSE(app, argc, argv);
+  // Every rank parses the same flags: only rank 0 reports what they all see.
+  std::optional<MpiRuntime> mpi;
+  int rank = 0;
   try {
-    if (options.list_models) {
-      std::printf("%-12s %6s %7s %6s %6s %6s %7s\n", "model", "dim", "layers", "heads", "kv", "ffn",
-                  "params");
-      for (const auto& name : sdp::llama::LlamaConfig::names()) {
-        const auto c = sdp::llama::LlamaConfig::named(name);
-        std::printf("%-12s %6lld %7lld %6lld %6lld %6lld %6.1fM\n", name.c_str(),
-                    static_cast<long long>(c.dim), static_cast<long long>(c.n_layers),
-                    static_cast<long long>(c.n_heads), static_cast<long long>(c.n_kv_heads),
-                    static_cast<long long>(c.ffn_dim), c.parameter_count() / 1e6);
-      }
-      return 0;
+    if (MpiRuntime::launched_by_mpi()) {
+      mpi.emplace(argc, argv);
+      rank = MpiRuntime::rank();
     }
+    if (options.list_models) return rank == 0 ? list_models() : 0;
     const sdp::TrainConfig config = sdp::app::resolve_config(app, options);
     if (options.print_config) {
-      std::printf("%s\n", config.to_json().dump(2).c_str());
+      if (rank == 0) std::printf("%s\n", config.to_json().dump(2).c_str());
       return 0;
     }
-    return sdp::app::run_training(config, options.dry_run);
+    return sdp::app::run_training(config, options.dry_run, mpi.has_value());
   } catch (const std::exception& e) {
-    std::fprintf(stderr, "sdp-train: error: %s\n", e.what());
+    if (rank == 0) {
+      std::fprintf(stderr, "sdp-train: error: %s\n", e.what());
+    } else {
+      std::fprintf(stderr, "sdp-train: [rank %d] error: %s\n", rank, e.what());
+    }
+    // A rank that fails alone must not leave the others waiting in a
+    // collective: end the whole job.
+    if (mpi && MpiRuntime::size() > 1) MpiRuntime::abort_job(2);
     return 2;
   }
 }

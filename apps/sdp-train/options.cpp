@@ -26,12 +26,12 @@ void add_options(CLI::App& app, CliOptions& o) {
                "bytes a device would hold per category");
 
   auto* model = app.add_option_group("Model and data");
-  model->add_option("--model", c.model, "Named LLaMA config: tiny, small, small-32k, llama-134m, llama-500m, llama-1b");
+  model->add_option("--model", c.model, "Named LLaMA config: tiny, mini, small, small-32k, llama-134m, llama-500m, llama-1b");
   model->add_option("--data", c.data,
                     "Token source: synthetic[:vocab=V,seed=S], text:PATH (bytes), "
                     "llmc:PATH[,PATH...] (llm.c .bin shards)");
   auto* batch = app.add_option_group("Batch and schedule");
-  batch->add_option("--batch", c.batch, "Sequences per micro-batch (>= 1)");
+  batch->add_option("--batch", c.batch, "Sequences per micro-batch per rank (>= 1)");
   batch->add_option("--seq", c.seq, "Tokens per sequence (>= 1, <= the model's max_seq)");
   batch->add_option("--grad-accum", c.grad_accum, "Micro-batches per optimizer step (>= 1)");
   batch->add_option("--steps", c.steps, "Optimizer steps (>= 0)");
@@ -52,6 +52,24 @@ void add_options(CLI::App& app, CliOptions& o) {
   run->add_option("--device", c.device, "cpu, meta (dry run) or cuda");
   run->add_option("--dtype", c.dtype, "f32 or f64 (CPU)");
   run->add_option("--threads", c.threads, "OpenMP threads; 0 = OMP_NUM_THREADS or all cores");
+  auto* par = app.add_option_group("Parallelism (launch with mpirun -np N)");
+  par->add_option("--strategy", c.strategy,
+                  "ddp, b-sdp (blocks), n-sdp (FFN units + heads), bb-sdp / nb-sdp (backward "
+                  "masking)");
+  par->add_option("--active-fraction", c.active_fraction,
+                  "C in (0, 1]: share of components each rank owns (ddp: 1)");
+  par->add_option("--plan", c.plan, "Subnet plan construction: cyclic or random");
+  par->add_option("--plan-seed", c.plan_seed, "Seed of random plans");
+  par->add_option("--ffn-groups", c.ffn_groups,
+                  "Neuron strategies: FFN unit groups per block (0 = largest <= 4 dividing F)");
+  par->add_option("--head-groups", c.head_groups,
+                  "Neuron strategies: head groups per block (0 = largest <= 4 dividing the KV "
+                  "heads)");
+  par->add_option("--comm-timeout", c.comm_timeout,
+                  "Seconds a collective may take before the job ends (0 = wait forever)");
+  par->add_option("--emulate-world", c.emulate_world,
+                  "Run one rank of an N-rank job in this process (collectives counted, not run)");
+  par->add_option("--emulate-rank", c.emulate_rank, "The rank to emulate [0, N-1]");
   auto* io = app.add_option_group("Checkpoints and metrics");
   io->add_option("--save-dir", c.save_dir, "Directory for checkpoints (step-NNNNNN/ and latest)");
   io->add_option("--save-every", c.save_every, "Checkpoint every k steps; 0 = only at the end");

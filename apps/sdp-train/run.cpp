@@ -6,6 +6,8 @@
 #include <optional>
 #include <vector>
 
+#include "apps/sdp-train/rank_report.h"
+#include "comm/communicator.h"
 #include "engine/core/error.h"
 #include "engine/metrics/memory_report.h"
 #include "engine/metrics/metrics_log.h"
@@ -29,59 +31,88 @@ void print_memory_table(const nlohmann::json& memory) {
     std::printf("  peak in %-14s %12s\n", phase.c_str(), human_bytes(bytes.get<double>()).c_str());
 }
 
-int dry_run(const TrainConfig& config) {
-  Trainer trainer(config);
-  const auto& mc = trainer.model().config();
+std::unique_ptr<Trainer> make_trainer(const TrainConfig& config, comm::Communicator* world) {
+  return world ? std::make_unique<Trainer>(config, *world) : std::make_unique<Trainer>(config);
+}
+
+int dry_run(const TrainConfig& config, comm::Communicator* world) {
+  auto trainer = make_trainer(config, world);
+  const auto& mc = trainer->model().config();
+  const bool root = trainer->world().rank() == 0;
+  const StepResult r = trainer->train_step();
+  const RankFigures figures = gather_rank_figures(trainer->world(), r);
+  if (!root) return 0;
   std::printf("dry run on the meta device: %s (%.1fM parameters), batch %lld x seq %lld, "
-              "grad_accum %lld, dtype %s\n",
+              "grad_accum %lld, dtype %s, %s, rank %d of %d\n",
               mc.name.c_str(), mc.parameter_count() / 1e6, static_cast<long long>(config.batch),
               static_cast<long long>(config.seq), static_cast<long long>(config.grad_accum),
-              config.dtype.c_str());
-  const StepResult r = trainer.train_step();
+              config.dtype.c_str(), trainer->layout().spec.describe().c_str(),
+              trainer->world().rank(), trainer->world().size());
   print_memory_table(r.memory);
+  print_rank_figures(figures);
   if (!config.metrics.empty()) {
     MetricsLog log(config.metrics);
     log.write({{"dry_run", true}, {"model", mc.name}, {"parameters", mc.parameter_count()},
-               {"batch", config.batch}, {"seq", config.seq}, {"memory", r.memory}});
+               {"batch", config.batch}, {"seq", config.seq}, {"memory", r.memory},
+               {"comm", r.comm}, {"ranks", figures.to_json()},
+               {"parallel", trainer->layout().to_json()}});
   }
   return 0;
 }
 
 }  // namespace
 
-int run_training(const TrainConfig& config, bool dry) {
-  if (dry) return dry_run(config);
-  Trainer trainer(config);
+int run_training(const TrainConfig& config, bool dry, bool use_mpi) {
+  std::unique_ptr<comm::Communicator> mpi_world;
+  if (use_mpi) {
+    comm::CommOptions options;
+    options.timeout_seconds = config.comm_timeout;
+    mpi_world = comm::make_world("mpi", options);
+  }
+  if (dry) return dry_run(config, mpi_world.get());
+  auto trainer_ptr = make_trainer(config, mpi_world.get());
+  Trainer& trainer = *trainer_ptr;
+  // Rank 0 prints and writes metrics; the other ranks only report errors.
+  const bool root = trainer.world().rank() == 0;
+  auto say = [root](auto... args) {
+    if (root) std::printf(args...);
+  };
   if (!config.resume.empty()) {
     const auto dir = resolve_checkpoint(config.resume);
     trainer.load_checkpoint(dir);
-    std::printf("resumed from %s at step %lld\n", dir.c_str(),
-                static_cast<long long>(trainer.step()));
+    say("resumed from %s at step %lld\n", dir.c_str(), static_cast<long long>(trainer.step()));
   }
   const auto& mc = trainer.model().config();
   const auto best = trainer.best_achievable_loss();
-  std::printf("sdp-train: %s (%.2fM parameters) on %s, %s %s, batch %lld x %lld x %lld tokens, "
-              "%lld steps\n",
-              mc.name.c_str(), mc.parameter_count() / 1e6, trainer.train_data().describe().c_str(),
-              config.device.c_str(), config.dtype.c_str(), static_cast<long long>(config.grad_accum),
-              static_cast<long long>(config.batch), static_cast<long long>(config.seq),
-              static_cast<long long>(config.steps));
-  if (best) std::printf("best achievable loss on this data: %.4f nats/token\n", *best);
+  const int world = trainer.world().size();
+  say("sdp-train: %s (%.2fM parameters) on %s, %s %s, %s on %d rank%s (%s), "
+      "batch %lld x %lld x %lld tokens per rank, %lld steps\n",
+      mc.name.c_str(), mc.parameter_count() / 1e6, trainer.train_data().describe().c_str(),
+      config.device.c_str(), config.dtype.c_str(), trainer.layout().spec.describe().c_str(), world,
+      world == 1 ? "" : "s", std::string(trainer.world().backend()).c_str(),
+      static_cast<long long>(config.grad_accum), static_cast<long long>(config.batch),
+      static_cast<long long>(config.seq), static_cast<long long>(config.steps));
+  if (world > 1 && config.strategy != "ddp") say("%s", plan_text(trainer).c_str());
+  if (best) say("best achievable loss on this data: %.4f nats/token\n", *best);
 
   std::optional<MetricsLog> metrics;
-  if (!config.metrics.empty()) metrics.emplace(config.metrics, !config.resume.empty());
+  if (root && !config.metrics.empty()) metrics.emplace(config.metrics, !config.resume.empty());
   auto log_line = [&](const nlohmann::json& j) {
     if (metrics) metrics->write(j);
   };
-  ProgressLine progress(config.progress);
+  ProgressLine progress(root && config.progress);
   double timed_seconds = 0;
   int64_t timed_tokens = 0, timed_steps = 0;
   const int64_t first_step = trainer.step();
   std::vector<double> recent;
   double last_eval = NAN;
   nlohmann::json last_memory;
+  RankFigures last_figures;
+  EvalResult last_eval_all;
   while (trainer.step() < config.steps) {
     const StepResult r = trainer.train_step();
+    // Collective: every rank's peak memory and traffic of this step.
+    last_figures = gather_rank_figures(trainer.world(), r);
     // The first steps warm caches and the allocator: throughput excludes them.
     if (r.step - first_step > 2) {
       timed_seconds += r.seconds;
@@ -94,12 +125,16 @@ int run_training(const TrainConfig& config, bool dry) {
     nlohmann::json line = {{"step", r.step},         {"loss", r.loss},
                            {"lr", r.lr},             {"grad_norm", r.grad_norm},
                            {"tokens", r.tokens},     {"seconds", r.seconds},
-                           {"tokens_per_s", r.tokens / r.seconds}, {"memory", r.memory}};
+                           {"tokens_per_s", r.tokens / r.seconds}, {"memory", r.memory},
+                           {"comm", r.comm}};
+    if (world > 1) line["ranks"] = last_figures.to_json();
     const bool eval_now = config.eval_every > 0 &&
                           (r.step % config.eval_every == 0 || r.step == config.steps);
     if (eval_now) {
-      last_eval = trainer.evaluate();
+      last_eval_all = trainer.evaluate_all();
+      last_eval = last_eval_all.full_loss;
       line["eval_loss"] = last_eval;
+      if (world > 1) line["eval_subnet_loss"] = last_eval_all.subnet_loss;
     }
     log_line(line);
     char text[200];
@@ -107,7 +142,7 @@ int run_training(const TrainConfig& config, bool dry) {
                   static_cast<long long>(r.step), static_cast<long long>(config.steps), r.loss,
                   r.lr, r.tokens / r.seconds);
     progress.update(text);
-    if (eval_now) {
+    if (eval_now && root) {
       progress.finish();
       std::printf("step %5lld  train loss %.4f  eval loss %.4f", static_cast<long long>(r.step),
                   r.loss, last_eval);
@@ -132,9 +167,15 @@ int run_training(const TrainConfig& config, bool dry) {
       {"tokens_per_s", timed_steps ? timed_tokens / timed_seconds : NAN},
       {"parameters", mc.parameter_count()},
       {"config", config.to_json()},
-      {"memory", last_memory}};
+      {"memory", last_memory},
+      {"parallel", trainer.layout().to_json()}};
+  if (world > 1) {
+    summary["ranks"] = last_figures.to_json();
+    summary["eval_subnet_loss"] = last_eval_all.subnet_loss;
+  }
   if (best) summary["best_achievable_loss"] = *best;
   log_line(summary);
+  if (!root) return 0;
 
   std::printf("\n%-28s %.4f\n", "final train loss (last 10)", final_loss);
   if (!std::isnan(last_eval)) std::printf("%-28s %.4f\n", "final eval loss", last_eval);
@@ -146,9 +187,10 @@ int run_training(const TrainConfig& config, bool dry) {
   if (timed_steps)
     std::printf("%-28s %.0f\n", "tokens/s", timed_tokens / timed_seconds);
   if (!last_memory.is_null()) {
-    std::printf("memory of the last step:\n");
+    std::printf("memory of the last step%s:\n", world > 1 ? " (rank 0)" : "");
     print_memory_table(last_memory);
   }
+  if (world > 1) print_rank_figures(last_figures);
   return 0;
 }
 

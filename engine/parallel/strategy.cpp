@@ -17,24 +17,38 @@ StrategySpec StrategySpec::from_config(const TrainConfig& c) {
   s.active_fraction = c.active_fraction;
   s.construction = parse_plan_construction(c.plan);
   s.plan_seed = c.plan_seed;
-  s.ffn_groups = static_cast<int>(c.ffn_groups);
-  s.head_groups = static_cast<int>(c.head_groups);
+  // 0 = automatic: the largest count up to 4 that divides what is split, so
+  // that every model has a valid default.
+  const llama::LlamaConfig model = llama::LlamaConfig::named(c.model);
+  auto automatic = [](int64_t requested, int64_t total) {
+    if (requested > 0) return static_cast<int>(requested);
+    int g = 4;
+    while (total % g != 0) --g;
+    return g;
+  };
+  s.ffn_groups = automatic(c.ffn_groups, model.ffn_dim);
+  s.head_groups = automatic(c.head_groups, model.n_kv_heads);
   return s;
 }
 
 std::string StrategySpec::describe() const {
   if (name == "ddp") return "DDP";
-  std::string upper;
-  for (char ch : name) upper += ch == '-' ? '-' : static_cast<char>(std::toupper(ch));
-  if (upper.size() > 2 && upper[1] == 'B') upper[1] = 'b';  // Bb-SDP, Nb-SDP
-  return format(upper, " (C = ", active_fraction, ", ", plan_construction_name(construction), ")");
+  const std::string pretty = name == "b-sdp"    ? "B-SDP"
+                             : name == "n-sdp"  ? "N-SDP"
+                             : name == "bb-sdp" ? "Bb-SDP"
+                             : name == "nb-sdp" ? "Nb-SDP"
+                                                : name;
+  return format(pretty, " (C = ", active_fraction, ", ", plan_construction_name(construction), ")");
 }
 
 namespace {
 std::string owners_name(const std::vector<int>& owners, int world) {
   if (static_cast<int>(owners.size()) == world) return "owners:all";
   std::string s = "owners:";
-  for (size_t i = 0; i < owners.size(); ++i) s += (i ? "," : "") + std::to_string(owners[i]);
+  for (size_t i = 0; i < owners.size(); ++i) {
+    if (i > 0) s += ',';
+    s += std::to_string(owners[i]);
+  }
   return s;
 }
 }  // namespace

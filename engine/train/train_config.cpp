@@ -95,8 +95,8 @@ void TrainConfig::validate() const {
          " needs an SDP strategy (ddp trains the whole model on every rank: C = 1)");
   if (plan != "cyclic" && plan != "random")
     fail("config: plan = '", plan, "' is invalid (valid: cyclic, random)");
-  at_least("ffn_groups", ffn_groups, 1);
-  at_least("head_groups", head_groups, 1);
+  at_least("ffn_groups", ffn_groups, 0);
+  at_least("head_groups", head_groups, 0);
   non_negative("comm_timeout", comm_timeout);
   at_least("emulate_world", emulate_world, 0);
   if (emulate_world > 0 && (emulate_rank < 0 || emulate_rank >= emulate_world))

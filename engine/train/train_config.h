@@ -42,8 +42,9 @@ struct TrainConfig {
   double active_fraction = 1.0;         // C: share of components each rank owns (ddp: 1)
   std::string plan = "cyclic";          // cyclic | random
   uint64_t plan_seed = 0;               // random plans
-  int64_t ffn_groups = 4;               // neuron strategies: FFN unit groups per block
-  int64_t head_groups = 4;              //   and attention head groups per block
+  int64_t ffn_groups = 0;               // neuron strategies: FFN unit groups per block
+  int64_t head_groups = 0;              //   and attention head groups per block
+                                        //   (0 = the largest count <= 4 that divides)
   double comm_timeout = 600;            // seconds a collective may take before the job ends
   // rank emulation: run rank `emulate_rank` of an `emulate_world`-rank job in
   // this process (collectives skipped but counted); 0 = off

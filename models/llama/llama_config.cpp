@@ -36,7 +36,7 @@ void LlamaConfig::validate() const {
 }
 
 std::vector<std::string> LlamaConfig::names() {
-  return {"tiny", "small", "small-32k", "llama-134m", "llama-500m", "llama-1b"};
+  return {"tiny", "mini", "small", "small-32k", "llama-134m", "llama-500m", "llama-1b"};
 }
 
 LlamaConfig LlamaConfig::named(const std::string& name) {
@@ -44,6 +44,9 @@ LlamaConfig LlamaConfig::named(const std::string& name) {
   c.name = name;
   if (name == "tiny") {  // unit tests and the convergence test: seconds on 2 cores
     c.dim = 64; c.n_layers = 2; c.n_heads = 4; c.n_kv_heads = 2; c.ffn_dim = 176;
+    c.vocab = 256; c.max_seq = 256;
+  } else if (name == "mini") {  // the multi-rank demo: 4 blocks of 4 heads, seconds per run
+    c.dim = 96; c.n_layers = 4; c.n_heads = 4; c.n_kv_heads = 4; c.ffn_dim = 256;
     c.vocab = 256; c.max_seq = 256;
   } else if (name == "small") {  // the CPU benchmark against PyTorch
     c.dim = 256; c.n_layers = 4; c.n_heads = 8; c.n_kv_heads = 8; c.ffn_dim = 688;

@@ -1,0 +1,29 @@
+#pragma once
+// Per-rank figures of a step gathered to every rank (rank 0 prints and logs
+// them): peak memory and bytes sent differ between the ranks of an SDP plan.
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "comm/communicator.h"
+#include "engine/train/trainer.h"
+
+namespace sdp::app {
+
+struct RankFigures {
+  std::vector<double> peak_bytes;  // [world] peak of all categories in the step
+  std::vector<double> sent_bytes;  // [world] ring-formula bytes sent in the step
+  // {"peak_bytes": {"min", "mean", "max", "by_rank"}, "sent_bytes": {...}};
+  // an emulated rank knows only its own figures (others are null).
+  nlohmann::json to_json() const;
+};
+
+// Collective: one all_gather of two numbers per rank (after the step's
+// counters were read, so it is not part of the step's traffic).
+RankFigures gather_rank_figures(comm::Communicator& world, const StepResult& step);
+void print_rank_figures(const RankFigures& figures);
+// The strategy, plan table and storage groups, for the start-up print.
+std::string plan_text(const Trainer& trainer);
+
+}  // namespace sdp::app
