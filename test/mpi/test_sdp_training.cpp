@@ -1,0 +1,321 @@
+// Distributed training on a real MPI job (ctest runs it with 2 and 4 ranks):
+// DDP equals one process on the same global batch, SDP(C = 1) equals DDP,
+// owners stay bit-identical, allocations and traffic equal the analytic
+// figures of the plan for every strategy, rank emulation reproduces a real
+// rank, backward masking yields the full-model gradient on a fixed batch,
+// checkpoints move between world sizes and plans, and bad plans or
+// disagreeing ranks fail with clear messages.
+#include <catch2/catch.hpp>
+
+#include <cmath>
+#include <filesystem>
+#include <string_view>
+
+#include <unistd.h>
+
+#include "comm/mpi_runtime.h"
+#include "engine/core/counter_rng.h"
+#include "engine/parallel/owner_groups.h"
+#include "engine/train/trainer.h"
+#include "kernels/ops.h"
+#include "test/mpi/mpi_test_support.h"
+
+using namespace sdp;
+using namespace sdp::testing::mpi;
+namespace fs = std::filesystem;
+
+namespace {
+
+const char* const kSdpStrategies[] = {"b-sdp", "n-sdp", "bb-sdp", "nb-sdp"};
+
+TrainConfig job_config(const std::string& strategy, double active_fraction = 1.0) {
+  TrainConfig c;
+  c.model = "mini";  // 4 blocks of 4 heads: plans with real overlap at 4 ranks
+  c.batch = 2;
+  c.seq = 16;
+  c.steps = 4;
+  c.warmup = 1;
+  c.lr = 1e-2;
+  c.eval_every = 0;
+  c.eval_batches = 2;
+  c.progress = false;
+  c.strategy = strategy;
+  c.active_fraction = active_fraction;
+  c.comm_timeout = 60;
+  return c;
+}
+
+std::vector<double> values_of(const Tensor& t) {
+  std::vector<double> out(static_cast<size_t>(t.numel()));
+  for (int64_t i = 0; i < t.numel(); ++i) out[static_cast<size_t>(i)] = ops::item(t, i);
+  return out;
+}
+
+double max_abs_diff(const std::vector<double>& a, const std::vector<double>& b) {
+  double m = a.size() == b.size() ? 0 : INFINITY;
+  for (size_t i = 0; i < a.size() && i < b.size(); ++i) m = std::max(m, std::abs(a[i] - b[i]));
+  return m;
+}
+
+uint64_t bytes_hash(const Tensor& t) {
+  return stable_hash(std::string_view(static_cast<const char*>(t.raw()),
+                                      static_cast<size_t>(t.numel()) * dtype_size(t.dtype())));
+}
+
+// Bytes of `numel` elements of `dtype` as the CPU allocator rounds them.
+size_t held_bytes(const Allocator& a, int64_t numel, DType dtype) {
+  return a.rounded(static_cast<size_t>(numel) * dtype_size(dtype));
+}
+
+// Plain-MPI broadcast of rank 0's value (outside the counted communicators).
+std::string same_path_everywhere(const std::string& stem) {
+  long long id = static_cast<long long>(::getpid());
+  MPI_Bcast(&id, 1, MPI_LONG_LONG, 0, MPI_COMM_WORLD);
+  return (fs::temp_directory_path() / (stem + "." + std::to_string(id))).string();
+}
+
+}  // namespace
+
+TEST_CASE("DDP on N ranks equals one process on the same global batch", "[mpi][train]") {
+  TrainConfig c = job_config("ddp");
+  c.dtype = "f64";  // rounding differences stay far below what is compared
+  Trainer job(c, world());
+  TrainConfig single = c;
+  single.batch = c.batch * size();  // the windows of all ranks together
+  Trainer reference(single);        // a local world of one on every rank
+  for (int s = 0; s < c.steps; ++s) {
+    const StepResult a = job.train_step(), b = reference.train_step();
+    CHECK(a.loss == Approx(b.loss).epsilon(1e-12));
+    CHECK(a.grad_norm == Approx(b.grad_norm).epsilon(1e-10));
+    CHECK(a.tokens == b.tokens);
+  }
+  const auto& p = job.model().params();
+  const auto& q = reference.model().params();
+  REQUIRE(p.group_count() == q.group_count());
+  for (int g = 0; g < p.group_count(); ++g)
+    CHECK(max_abs_diff(values_of(p.group_params(g)), values_of(q.group_params(g))) < 1e-10);
+}
+
+TEST_CASE("SDP with C = 1 equals DDP", "[mpi][train]") {
+  Trainer ddp(job_config("ddp"), world());
+  Trainer blocks(job_config("b-sdp", 1.0), world());
+  Trainer bb(job_config("bb-sdp", 1.0), world());
+  TrainConfig neuron_cfg = job_config("n-sdp", 1.0);
+  neuron_cfg.dtype = "f64";
+  TrainConfig ddp64_cfg = job_config("ddp");
+  ddp64_cfg.dtype = "f64";
+  Trainer neurons(neuron_cfg, world());
+  Trainer ddp64(ddp64_cfg, world());
+  for (int s = 0; s < 3; ++s) {
+    const StepResult d = ddp.train_step();
+    // The same plan (all ones) is the same code path: bit for bit.
+    CHECK(blocks.train_step().loss == d.loss);
+    CHECK(bb.train_step().loss == d.loss);
+    // Neuron pieces sum the same products in another order.
+    CHECK(neurons.train_step().loss == Approx(ddp64.train_step().loss).epsilon(1e-12));
+  }
+  CHECK(bytes_hash(blocks.model().params().group_params(0)) ==
+        bytes_hash(ddp.model().params().group_params(0)));
+}
+
+TEST_CASE("owners of every component hold bit-identical values after every step",
+          "[mpi][train]") {
+  SDP_MPI_NEEDS_RANKS(2);
+  for (const char* strategy : kSdpStrategies)
+    for (const char* plan : {"cyclic", "random"}) {
+      CAPTURE(strategy, plan);
+      TrainConfig c = job_config(strategy, 0.5);
+      c.plan = plan;
+      c.plan_seed = 7;
+      Trainer t(c, world());
+      const SubnetLayout& L = t.layout();
+      for (int s = 0; s < 3; ++s) {
+        t.train_step();
+        const ParameterSet& p = t.model().params();
+        for (int g = 0; g < p.group_count(); ++g) {
+          uint64_t mine = p.group_decl(g).materialized ? bytes_hash(p.group_params(g)) : 0;
+          std::vector<uint64_t> all(static_cast<size_t>(size()));
+          MPI_Allgather(&mine, 1, MPI_UINT64_T, all.data(), 1, MPI_UINT64_T, MPI_COMM_WORLD);
+          // Forward masking: the owners agree; backward masking: every rank.
+          const StorageGroup& sg = L.groups[static_cast<size_t>(g)];
+          const std::vector<int> holders =
+              L.spec.masking == Masking::backward ? L.groups[0].owners : sg.owners;
+          for (int r : holders) CHECK(all[static_cast<size_t>(r)] == all[static_cast<size_t>(holders[0])]);
+        }
+      }
+    }
+}
+
+TEST_CASE("each rank allocates exactly what it owns, for every strategy", "[mpi][train]") {
+  for (const char* strategy : {"ddp", "b-sdp", "n-sdp", "bb-sdp", "nb-sdp"}) {
+    CAPTURE(strategy);
+    const double C = std::string(strategy) == "ddp" ? 1.0 : 0.5;
+    Trainer t(job_config(strategy, C), world());
+    const ParameterSet& p = t.model().params();
+    const Allocator& a = t.allocator();
+    size_t params = 0, grads = 0, moments = 0;
+    for (int g = 0; g < p.group_count(); ++g) {
+      const StorageGroup& sg = t.layout().groups[static_cast<size_t>(g)];
+      const bool owner = std::find(sg.owners.begin(), sg.owners.end(), rank()) != sg.owners.end();
+      CHECK(p.group_decl(g).trained == owner);
+      CHECK(p.group_decl(g).materialized == (owner || t.layout().spec.masking == Masking::backward));
+      if (p.group_decl(g).materialized) params += held_bytes(a, p.group_decl(g).numel, DType::f32);
+      if (owner) {
+        grads += held_bytes(a, p.group_decl(g).numel, DType::f32);
+        moments += 2 * held_bytes(a, p.group_decl(g).numel, DType::f32);
+      }
+    }
+    CHECK(a.stats().current(MemCategory::param) == params);
+    CHECK(a.stats().current(MemCategory::grad) == grads);
+    CHECK(a.stats().current(MemCategory::optim) == moments);
+    // What a step holds at its peak keeps to the same figures.
+    const StepResult r = t.train_step();
+    CHECK(r.memory["peak"]["at_peak"]["param"].get<double>() == static_cast<double>(params));
+    CHECK(r.memory["peak"]["at_peak"]["grad"].get<double>() == static_cast<double>(grads));
+  }
+}
+
+TEST_CASE("communication counters equal the analytic volume of the plan", "[mpi][train]") {
+  for (const char* strategy : {"ddp", "b-sdp", "n-sdp", "bb-sdp", "nb-sdp"}) {
+    CAPTURE(strategy);
+    const double C = std::string(strategy) == "ddp" ? 1.0 : 0.5;
+    Trainer t(job_config(strategy, C), world());
+    const StepResult r = t.train_step();
+    const SubnetLayout& L = t.layout();
+    const ParameterSet& p = t.model().params();
+    const int N = size();
+    // One all-reduce per owned group with more than one owner, plus the
+    // control all-reduce of two doubles over the world; backward masking
+    // adds one broadcast per group not owned by every rank, sent by its root.
+    double reduce_bytes = 2.0 * (N - 1) / N * 16;
+    int64_t reduce_calls = 1, broadcast_calls = 0;
+    double broadcast_bytes = 0;
+    for (int g = 0; g < p.group_count(); ++g) {
+      const StorageGroup& sg = L.groups[static_cast<size_t>(g)];
+      const double S = static_cast<double>(p.group_decl(g).numel) * 4;
+      const int k = static_cast<int>(sg.owners.size());
+      if (p.group_decl(g).trained && k > 1) {
+        reduce_bytes += 2.0 * (k - 1) / k * S;
+        ++reduce_calls;
+      }
+      if (L.spec.masking == Masking::backward && !L.all_ranks(sg)) {
+        ++broadcast_calls;
+        if (sg.root == rank()) broadcast_bytes += S;
+      }
+    }
+    const auto& ops = r.comm["by_op"];
+    CHECK(ops["all_reduce"]["sent_bytes"].get<double>() == Approx(reduce_bytes).epsilon(1e-12));
+    CHECK(ops["all_reduce"]["calls"].get<int64_t>() == reduce_calls);
+    CHECK(ops["broadcast"]["calls"].get<int64_t>() == broadcast_calls);
+    CHECK(ops["broadcast"]["sent_bytes"].get<double>() == broadcast_bytes);
+    CHECK(r.comm["sent_bytes"].get<double>() ==
+          Approx(reduce_bytes + broadcast_bytes).epsilon(1e-12));
+  }
+}
+
+TEST_CASE("an emulated rank holds and sends exactly what the real rank does", "[mpi][train]") {
+  for (const char* strategy : {"b-sdp", "n-sdp", "nb-sdp"}) {
+    CAPTURE(strategy);
+    TrainConfig c = job_config(strategy, 0.5);
+    Trainer real(c, world());
+    TrainConfig e = c;
+    e.emulate_world = size();
+    e.emulate_rank = rank();
+    Trainer emulated(e);  // this process alone, pretending to be this rank
+    const StepResult a = real.train_step(), b = emulated.train_step();
+    CHECK(a.memory["peak"] == b.memory["peak"]);
+    CHECK(a.comm["by_op"] == b.comm["by_op"]);
+    CHECK(a.rank_loss == b.rank_loss);  // same subnetwork, same data, same first step
+  }
+}
+
+TEST_CASE("backward masking yields the full-model gradient on a fixed batch", "[mpi][train]") {
+  // Every rank sees the same batch: each owner's gradient of a component is
+  // the full model's, so their average is too (exactly, up to rounding).
+  for (const char* strategy : {"bb-sdp", "nb-sdp"}) {
+    CAPTURE(strategy);
+    TrainConfig c = job_config(strategy, 0.5);
+    const llama::LlamaConfig mc = llama::LlamaConfig::named(c.model);
+    const SubnetLayout L = SubnetLayout::build(mc, StrategySpec::from_config(c), size(), rank());
+    CpuAllocator a1, a2;
+    llama::LlamaModel masked(mc, L.model_layout), full(mc, L.model_layout);
+    masked.materialize(a1, DType::f64, L.held_mask(), L.trained_mask());
+    full.materialize(a2, DType::f64);
+    for (llama::LlamaModel* m : {&masked, &full}) {
+      m->params().init_values(3);
+      m->params().allocate_grads();
+    }
+    std::vector<int32_t> tok(32), tgt(32);
+    for (int i = 0; i < 32; ++i) {
+      tok[static_cast<size_t>(i)] = (i * 7 + 3) % 256;
+      tgt[static_cast<size_t>(i)] = (i * 11 + 5) % 256;
+    }
+    const Tensor tokens = host_view(tok).view({2, 16}), targets = host_view(tgt).view({2, 16});
+    for (llama::LlamaModel* m : {&masked, &full}) {
+      m->forward(tokens, targets);
+      m->backward(1.0 / 32);
+    }
+    OwnerGroups groups(world(), L);
+    groups.average_gradients(masked.params());
+    const ParameterSet& p = masked.params();
+    int compared = 0;
+    for (int g = 0; g < p.group_count(); ++g) {
+      if (!p.group_decl(g).trained) continue;
+      CHECK(max_abs_diff(values_of(p.group_grads(g)), values_of(full.params().group_grads(g))) <
+            1e-14);
+      ++compared;
+    }
+    CHECK(compared > 0);
+  }
+}
+
+TEST_CASE("checkpoints of an SDP job load into one process and into another plan",
+          "[mpi][train]") {
+  const std::string dir = same_path_everywhere("sdp_mpi_ckpt");
+  TrainConfig c = job_config("b-sdp", 0.5);
+  Trainer job(c, world());
+  job.train_step();
+  job.train_step();
+  const EvalResult before = job.evaluate_all();
+  CHECK(before.subnet_loss.size() == static_cast<size_t>(size()));
+  job.save_checkpoint(dir);
+
+  // A single process (DDP, whole blocks) and an N-SDP cut of the same
+  // weights evaluate the full model to the job's full-model loss.
+  TrainConfig one = job_config("ddp");
+  Trainer single(one);
+  single.load_checkpoint(dir);
+  CHECK(single.step() == 2);
+  CHECK(single.evaluate() == Approx(before.full_loss).epsilon(1e-6));
+  TrainConfig neuron = job_config("nb-sdp", 0.5);
+  Trainer other(neuron, world());
+  other.load_checkpoint(dir);
+  CHECK(other.evaluate() == Approx(before.full_loss).epsilon(1e-6));
+
+  // Resuming the same job from the checkpoint continues bit-identically.
+  const StepResult next = job.train_step();
+  Trainer resumed(c, world());
+  resumed.load_checkpoint(dir);
+  CHECK(resumed.train_step().loss == next.loss);
+  if (rank() == 0) fs::remove_all(dir);
+}
+
+TEST_CASE("impossible plans and disagreeing ranks fail with clear messages", "[mpi][train]") {
+  SDP_MPI_NEEDS_RANKS(2);
+  // C N rounds to no owner at all: refused on every rank alike.
+  TrainConfig tiny_c = job_config("b-sdp", 0.1);
+  const std::string too_small = error_message([&] { Trainer t(tiny_c, world()); });
+  CHECK_THAT(too_small, Catch::Contains("B-SDP (C = 0.1, cyclic)") &&
+                            Catch::Contains("ranks with model mini"));
+  // Rank 1 was started with another learning rate.
+  TrainConfig differs = job_config("ddp");
+  if (rank() == 1) differs.lr = 2e-2;
+  const std::string mismatch = error_message([&] { Trainer t(differs, world()); });
+  CHECK_THAT(mismatch, Catch::Contains("the run configuration differs between ranks") &&
+                           Catch::Contains("rank 1"));
+  // An emulated rank inside a real job is a mistake, said so.
+  TrainConfig nested = job_config("ddp");
+  nested.emulate_world = 8;
+  const std::string emulate = error_message([&] { Trainer t(nested, world()); });
+  CHECK_THAT(emulate, Catch::Contains("emulate_world is for single-process runs"));
+}
