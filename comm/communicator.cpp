@@ -237,8 +237,7 @@ void require_same_on_all_ranks(Communicator& comm, const std::string& what,
   }
   fail(what, " differs between ranks: rank", differing.size() > 1 ? "s " : " ", list,
        differing.size() > 1 ? " differ" : " differs", " from rank ", comm.world_ranks()[0],
-       " (group ", comm.name(), ", compared by a 64-bit hash); every rank must use the same ",
-       what);
+       " (group ", comm.name(), ", compared by a 64-bit hash)");
 }
 
 }  // namespace sdp::comm

@@ -29,7 +29,8 @@ EmulatedCommunicator::EmulatedCommunicator(int world_size, int rank, CommOptions
 EmulatedCommunicator::EmulatedCommunicator(int rank, std::vector<int> world_ranks,
                                            std::shared_ptr<CommStats> stats,
                                            CommOptions options)
-    : Communicator(rank, static_cast<int>(world_ranks.size()), "", std::move(world_ranks),
+    // world_ranks is copied, not moved: its size is read in the same argument list.
+    : Communicator(rank, static_cast<int>(world_ranks.size()), "", world_ranks,
                    std::move(stats), options) {}
 
 void EmulatedCommunicator::do_reduce_scatter(const Tensor& input, Tensor& output, ReduceOp) {

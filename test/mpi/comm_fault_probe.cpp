@@ -1,0 +1,48 @@
+// A tiny MPI program that fails on purpose, for the ctest entries that hold
+// the job-ending behaviour (test/mpi/CMakeLists.txt): run under mpiexec -n 2.
+//   timeout   rank 1 sleeps 10 s before an all_reduce that rank 0 has
+//             entered with a 1 s deadline: the job must end, non-zero, with
+//             the "did not finish within" line, long before rank 1 wakes.
+//   mismatch  require_same_on_all_ranks of a rank-dependent value: every
+//             rank throws the same error, prints it and ends the job.
+// Errors end the job the way an application's main should: print, with the
+// rank, and MpiRuntime::abort_job.
+#include <chrono>
+#include <cstdio>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "comm/communicator.h"
+#include "comm/mpi_runtime.h"
+
+using namespace sdp;
+using namespace sdp::comm;
+
+int main(int argc, char** argv) {
+  MpiRuntime mpi(argc, argv);
+  const int rank = MpiRuntime::rank();
+  const std::string mode = argc > 1 ? argv[1] : "";
+  try {
+    if (mode == "timeout") {
+      auto world = make_world("mpi", {1.0});
+      if (rank == 1) std::this_thread::sleep_for(std::chrono::seconds(10));
+      std::vector<float> values(1000, 1.f);  // [1000]
+      Tensor buffer(values.data(), {1000}, DType::f32, Device::cpu);
+      world->all_reduce(buffer, ReduceOp::sum);
+      std::fprintf(stderr, "[rank %d] the all_reduce finished: no timeout happened\n", rank);
+      return 0;
+    }
+    if (mode == "mismatch") {
+      auto world = make_world("mpi");
+      require_same_on_all_ranks(*world, "the probe value", "value " + std::to_string(rank));
+      std::fprintf(stderr, "[rank %d] the mismatch went unnoticed\n", rank);
+      return 0;
+    }
+    std::fprintf(stderr, "usage: %s timeout|mismatch\n", argv[0]);
+    return 2;
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "[rank %d] error: %s\n", rank, e.what());
+    MpiRuntime::abort_job(1);
+  }
+}
