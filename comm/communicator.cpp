@@ -235,9 +235,10 @@ void require_same_on_all_ranks(Communicator& comm, const std::string& what,
     if (i) list += ", ";
     list += std::to_string(differing[i]);
   }
-  fail(what, " differs between ranks: rank", differing.size() > 1 ? "s " : " ", list,
-       differing.size() > 1 ? " differ" : " differs", " from rank ", comm.world_ranks()[0],
-       " (group ", comm.name(), ", compared by a 64-bit hash)");
+  throw CollectiveError(format(what, " differs between ranks: rank", differing.size() > 1 ? "s " : " ",
+                               list, differing.size() > 1 ? " differ" : " differs", " from rank ",
+                               comm.world_ranks()[0], " (group ", comm.name(),
+                               ", compared by a 64-bit hash)"));
 }
 
 }  // namespace sdp::comm

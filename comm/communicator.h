@@ -166,7 +166,7 @@ class Communicator {
 std::unique_ptr<Communicator> make_world(std::string_view backend, CommOptions options = {},
                                          int emulate_world = 1, int emulate_rank = 0);
 
-// Throws sdp::Error naming the ranks whose value differs from rank 0's and
+// Throws sdp::CollectiveError naming the ranks whose value differs from rank 0's and
 // `what` differs (e.g. "the run configuration"); every rank throws the same
 // message, so the job ends on every rank at once. Uses one all_gather of a
 // 64-bit hash of `value` (counted) on host buffers.

@@ -314,3 +314,28 @@ TEST_CASE("initial values do not depend on how the model is cut", "[model][subne
     REQUIRE(b.at(name) == v);
   }
 }
+
+TEST_CASE("a subnetwork saves exactly the activations it plans for", "[model][subnet]") {
+  Arena arena;
+  const Batch batch = make_batch(arena);
+  const std::vector<std::function<bool(const Component&)>> masks = {
+      [](const Component&) { return true; },
+      [](const Component& c) { return c.kind == ComponentKind::shared || c.index == 0; },
+      [](const Component& c) { return c.kind != ComponentKind::head_group || c.block == 1; },
+      [](const Component& c) { return c.kind != ComponentKind::ffn_group; },
+      [](const Component& c) { return c.block != 0; }};
+  for (const ModelLayout& layout : {ModelLayout{}, neuron_layout()})
+    for (size_t m = 0; m < masks.size(); ++m) {
+      CAPTURE(granularity_name(layout.granularity), m);
+      CpuAllocator alloc;
+      LlamaModel model(cut_config(), layout);
+      model.materialize(alloc, DType::f32, held_components(model, masks[m]));
+      model.params().allocate_grads();
+      model.params().init_values(1);
+      model.forward(batch.tokens, batch.targets);
+      REQUIRE(alloc.stats().current(MemCategory::activation) ==
+              model.saved_activation_bytes({2, 6}));
+      model.backward(0.1);
+      REQUIRE(alloc.stats().current(MemCategory::activation) == 0);
+    }
+}

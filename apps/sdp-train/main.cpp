@@ -54,6 +54,10 @@ int main(int argc, char** argv) {
       return 0;
     }
     return sdp::app::run_training(config, options.dry_run, mpi.has_value());
+  } catch (const sdp::CollectiveError& e) {
+    // Every rank failed alike at the same point: one report, a clean end.
+    if (rank == 0) std::fprintf(stderr, "sdp-train: error: %s\n", e.what());
+    return 2;
   } catch (const std::exception& e) {
     if (rank == 0) {
       std::fprintf(stderr, "sdp-train: error: %s\n", e.what());

@@ -12,6 +12,14 @@ class Error : public std::runtime_error {
   using std::runtime_error::runtime_error;
 };
 
+// An error every rank of a job throws with the same text at the same point
+// (a failed agreement check, an impossible plan): rank 0 alone reports it and
+// the ranks end together, rather than each printing and aborting the others.
+class CollectiveError : public Error {
+ public:
+  using Error::Error;
+};
+
 namespace detail {
 inline void append(std::ostringstream&) {}
 template <typename T, typename... Rest>

@@ -82,8 +82,10 @@ SubnetLayout SubnetLayout::build(const llama::LlamaConfig& model, const Strategy
   try {
     L.plan = SubnetPlan::build(req);
   } catch (const Error& e) {
-    fail("strategy ", spec.describe(), " on ", world, " ranks with model ", model.name, " (",
-         maskable.size(), " ", granularity_name(spec.granularity), " components): ", e.what());
+    // Every rank builds the same plan: every rank fails alike.
+    throw CollectiveError(format("strategy ", spec.describe(), " on ", world,
+                                 " ranks with model ", model.name, " (", maskable.size(), " ",
+                                 granularity_name(spec.granularity), " components): ", e.what()));
   }
 
   // Storage groups: one per distinct owner set, the all-ranks set first.
