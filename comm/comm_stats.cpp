@@ -22,7 +22,8 @@ std::string_view reduce_op_name(ReduceOp op) {
 }
 
 double ring_sent_bytes(Op op, int group_size, int64_t payload_bytes, bool is_root) {
-  SDP_CHECK(group_size >= 1, "ring_sent_bytes: group size ", group_size, " is invalid (valid: >= 1)");
+  SDP_CHECK(group_size >= 1, "ring_sent_bytes: group size ", group_size,
+            " is invalid (valid: >= 1)");
   SDP_CHECK(payload_bytes >= 0, "ring_sent_bytes: payload ", payload_bytes,
             " bytes is invalid (valid: >= 0)");
   const double k = group_size;

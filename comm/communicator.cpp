@@ -143,7 +143,8 @@ void check_peer(const std::string& at, int peer, int rank, int size) {
   if (peer < 0 || peer >= size)
     fail(at, ": peer ", peer, " is out of range (valid: 0..", size - 1, ")");
   // A blocking exchange with oneself would wait forever for its other half.
-  if (peer == rank) fail(at, ": peer ", peer, " is this rank; a rank cannot send to or receive from itself");
+  if (peer == rank)
+    fail(at, ": peer ", peer, " is this rank; a rank cannot send to or receive from itself");
 }
 }  // namespace
 

@@ -51,14 +51,16 @@ bool MpiRuntime::initialized() {
 }
 
 int MpiRuntime::rank() {
-  if (!initialized()) fail("MpiRuntime::rank(): MPI is not initialized (create an MpiRuntime in main)");
+  if (!initialized())
+    fail("MpiRuntime::rank(): MPI is not initialized (create an MpiRuntime in main)");
   int r = 0;
   MPI_CHECK(MPI_Comm_rank(MPI_COMM_WORLD, &r));
   return r;
 }
 
 int MpiRuntime::size() {
-  if (!initialized()) fail("MpiRuntime::size(): MPI is not initialized (create an MpiRuntime in main)");
+  if (!initialized())
+    fail("MpiRuntime::size(): MPI is not initialized (create an MpiRuntime in main)");
   int s = 0;
   MPI_CHECK(MPI_Comm_size(MPI_COMM_WORLD, &s));
   return s;

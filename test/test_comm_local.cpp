@@ -31,7 +31,7 @@ std::vector<float> iota_f32(size_t n, float start = 0) {
 
 }  // namespace
 
-TEST_CASE("ring formulas give the bytes a rank sends", "[comm]") {
+TEST_CASE("comm: ring formulas give the bytes a rank sends", "[comm]") {
   CHECK(ring_sent_bytes(Op::all_reduce, 4, 4000) == 6000);
   CHECK(ring_sent_bytes(Op::reduce_scatter, 4, 4000) == 3000);
   CHECK(ring_sent_bytes(Op::all_gather, 4, 4000) == 3000);
@@ -50,7 +50,7 @@ TEST_CASE("ring formulas give the bytes a rank sends", "[comm]") {
   CHECK(reduce_op_name(ReduceOp::average) == "average");
 }
 
-TEST_CASE("local communicator: a world of one leaves sums and averages unchanged", "[comm]") {
+TEST_CASE("comm: local communicator: a world of one leaves sums and averages unchanged", "[comm]") {
   auto world = make_world("local");
   REQUIRE(world->backend() == "local");
   REQUIRE(world->rank() == 0);
@@ -88,7 +88,7 @@ TEST_CASE("local communicator: a world of one leaves sums and averages unchanged
   CHECK(s.by_group().at("world").calls == 6);
 }
 
-TEST_CASE("local communicator: send and recv to itself are errors naming the op", "[comm]") {
+TEST_CASE("comm: local communicator: send and recv to itself are errors naming the op", "[comm]") {
   auto world = make_world("local");
   std::vector<float> values(4, 0.f);
   Tensor buffer = view_of(values);
@@ -96,11 +96,12 @@ TEST_CASE("local communicator: send and recv to itself are errors naming the op"
                       Catch::Contains("send on group world") && Catch::Contains("is this rank"));
   REQUIRE_THROWS_WITH(world->recv(buffer, 0),
                       Catch::Contains("recv on group world") && Catch::Contains("is this rank"));
-  REQUIRE_THROWS_WITH(world->send(buffer, 1), Catch::Contains("peer 1 is out of range (valid: 0..0)"));
+  REQUIRE_THROWS_WITH(world->send(buffer, 1),
+                      Catch::Contains("peer 1 is out of range (valid: 0..0)"));
   CHECK(world->stats().total().calls == 0);  // refused calls are not counted
 }
 
-TEST_CASE("local communicator: split and subgroup give local groups sharing the counters",
+TEST_CASE("comm: local communicator: split and subgroup give local groups sharing the counters",
           "[comm]") {
   auto world = make_world("local");
   CHECK(world->split(-1, 0) == nullptr);
@@ -123,7 +124,7 @@ TEST_CASE("local communicator: split and subgroup give local groups sharing the 
   CHECK(world->stats().total().calls == 2);
 }
 
-TEST_CASE("emulated communicator counts like rank r of an N-rank job", "[comm]") {
+TEST_CASE("comm: emulated communicator counts like rank r of an N-rank job", "[comm]") {
   auto world = make_world("emulated", {}, 4, 1);
   REQUIRE(world->backend() == "emulated");
   REQUIRE(world->rank() == 1);
@@ -177,7 +178,7 @@ TEST_CASE("emulated communicator counts like rank r of an N-rank job", "[comm]")
   CHECK(world->stats().by_group().at("world").sent_bytes == total.sent_bytes);
 }
 
-TEST_CASE("emulated communicator: in-place all_gather and reduce_scatter", "[comm]") {
+TEST_CASE("comm: emulated communicator: in-place all_gather and reduce_scatter", "[comm]") {
   auto world = make_world("emulated", {}, 4, 2);
   std::vector<double> full(8);  // [8] = 4 chunks of [2]
   std::iota(full.begin(), full.end(), 0.0);
@@ -196,7 +197,7 @@ TEST_CASE("emulated communicator: in-place all_gather and reduce_scatter", "[com
                       Catch::Contains("output = this rank's chunk of input"));
 }
 
-TEST_CASE("emulated communicator: subgroups are named by world ranks and share counters",
+TEST_CASE("comm: emulated communicator: subgroups are named by world ranks and share counters",
           "[comm]") {
   auto world = make_world("emulated", {}, 4, 2);
   auto owners = world->subgroup({0, 2, 3});
@@ -236,7 +237,7 @@ TEST_CASE("emulated communicator: subgroups are named by world ranks and share c
   REQUIRE_THROWS_WITH(world->subgroup({}), Catch::Contains("non-empty"));
 }
 
-TEST_CASE("meta buffers are counted and move nothing", "[comm]") {
+TEST_CASE("comm: meta buffers are counted and move nothing", "[comm]") {
   MetaAllocator meta;
   OwnedTensor full(meta, {4, 256}, DType::f32, MemCategory::grad);   // [4, 256]
   OwnedTensor shard(meta, {256}, DType::f32, MemCategory::grad);      // [256]
@@ -251,7 +252,7 @@ TEST_CASE("meta buffers are counted and move nothing", "[comm]") {
   CHECK(total.sent_bytes == 6144 + 3072 + 3072 + 4096);
 }
 
-TEST_CASE("CommStats::to_json reports totals, every op and the groups used", "[comm]") {
+TEST_CASE("comm: CommStats::to_json reports totals, every op and the groups used", "[comm]") {
   auto world = make_world("emulated", {}, 2, 0);
   std::vector<float> values(100, 0.f);  // [100]
   Tensor v = view_of(values);
@@ -275,7 +276,7 @@ TEST_CASE("CommStats::to_json reports totals, every op and the groups used", "[c
   CHECK(zero.at("by_group").empty());
 }
 
-TEST_CASE("communicator arguments are checked with messages naming op, group and rank",
+TEST_CASE("comm: communicator arguments are checked with messages naming op, group and rank",
           "[comm]") {
   auto world = make_world("emulated", {}, 4, 1);
   std::vector<float> f(12, 0.f);     // [12]
@@ -315,8 +316,9 @@ TEST_CASE("communicator arguments are checked with messages naming op, group and
                       Catch::Contains("broadcast on group world") &&
                           Catch::Contains("root 4 is out of range (valid: 0..3)"));
   REQUIRE_THROWS_WITH(world->broadcast(tf, -1), Catch::Contains("root -1 is out of range"));
-  REQUIRE_THROWS_WITH(world->send(tf, 7), Catch::Contains("send on group world") &&
-                                              Catch::Contains("peer 7 is out of range (valid: 0..3)"));
+  REQUIRE_THROWS_WITH(world->send(tf, 7),
+                      Catch::Contains("send on group world") &&
+                          Catch::Contains("peer 7 is out of range (valid: 0..3)"));
   REQUIRE_THROWS_WITH(world->recv(tf, 1), Catch::Contains("peer 1 is this rank"));
   Tensor missing(nullptr, {4}, DType::f32, Device::cpu);
   REQUIRE_THROWS_WITH(world->broadcast(missing, 0), Catch::Contains("buffer has no storage"));
@@ -325,7 +327,7 @@ TEST_CASE("communicator arguments are checked with messages naming op, group and
   CHECK(world->stats().total().calls == 4);
 }
 
-TEST_CASE("make_world names the valid backends and what each needs", "[comm]") {
+TEST_CASE("comm: make_world names the valid backends and what each needs", "[comm]") {
   REQUIRE_THROWS_WITH(make_world("gloo"),
                       Catch::Contains("unknown communicator backend 'gloo' (valid: local, "
                                       "emulated, mpi, nccl)"));
@@ -347,7 +349,7 @@ TEST_CASE("make_world names the valid backends and what each needs", "[comm]") {
 #endif
 }
 
-TEST_CASE("require_same_on_all_ranks passes where every rank agrees", "[comm]") {
+TEST_CASE("comm: require_same_on_all_ranks passes where every rank agrees", "[comm]") {
   auto local = make_world("local");
   require_same_on_all_ranks(*local, "the run configuration", "{\"lr\": 0.1}");
   CHECK(local->stats().by_op(Op::all_gather).calls == 1);

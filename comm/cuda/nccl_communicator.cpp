@@ -50,10 +50,13 @@ std::unique_ptr<NcclCommunicator> NcclCommunicator::world(CommOptions options) {
     fail("the nccl communicator is bootstrapped through MPI: create an sdp::comm::MpiRuntime in "
          "main before make_world(\"nccl\"), and launch with mpirun");
   std::unique_ptr<MpiCommunicator> host = MpiCommunicator::world(options);
+  // A barrier under the deadline first: once past it every rank is here, so
+  // the blocking calls below (node split, ncclCommInitRank) cannot wait for
+  // a missing peer. The GPU is chosen before NCCL touches CUDA.
+  host->barrier();
+  select_device(host->handle());
 
-  // The id travels through the host communicator's broadcast, under the
-  // deadline: once it has arrived every rank is here, and the blocking calls
-  // below (node split, ncclCommInitRank) cannot wait for a missing peer.
+  // The id travels through the host communicator's broadcast (deadline too).
   ncclUniqueId id;
   std::array<int32_t, (sizeof id + 3) / 4> id_words{};  // [32]: the id's bytes
   if (host->rank() == 0) {
@@ -65,7 +68,6 @@ std::unique_ptr<NcclCommunicator> NcclCommunicator::world(CommOptions options) {
   host->broadcast(id_view, 0);
   std::memcpy(&id, id_words.data(), sizeof id);
 
-  select_device(host->handle());
   ncclComm_t comm = nullptr;
   NCCL_CHECK(ncclCommInitRank(&comm, host->size(), id, host->rank()));
   return std::unique_ptr<NcclCommunicator>(new NcclCommunicator(

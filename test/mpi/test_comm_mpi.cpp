@@ -107,7 +107,8 @@ void check_all_gather(bool in_place) {
   int wrong = 0;
   for (int r = 0; r < n; ++r)
     for (size_t j = 0; j < chunk; ++j)
-      wrong += full[static_cast<size_t>(r) * chunk + j] != static_cast<T>(r * 100 + static_cast<int>(j));
+      wrong += full[static_cast<size_t>(r) * chunk + j] !=
+               static_cast<T>(r * 100 + static_cast<int>(j));
   CHECK(wrong == 0);
   const Traffic& t = w.stats().by_op(Op::all_gather);
   CHECK(t.calls == 1);
@@ -276,8 +277,10 @@ TEST_CASE("mpi subgroup: members only, rank = index in the list, counters per gr
   CHECK(groups.at("world").sent_bytes == all_reduce_bytes(n, 1000));
   if (member) {
     CHECK(groups.at(name).calls == 3);
-    CHECK(groups.at(name).sent_bytes == all_reduce_bytes(2, 1000) + 2 * scatter_gather_bytes(2, 1000));
-    CHECK(w.stats().by_op(Op::all_reduce).sent_bytes == all_reduce_bytes(2, 1000) + all_reduce_bytes(n, 1000));
+    CHECK(groups.at(name).sent_bytes ==
+          all_reduce_bytes(2, 1000) + 2 * scatter_gather_bytes(2, 1000));
+    CHECK(w.stats().by_op(Op::all_reduce).sent_bytes ==
+          all_reduce_bytes(2, 1000) + all_reduce_bytes(n, 1000));
   } else {
     CHECK(groups.count(name) == 0);
     CHECK(w.stats().total().calls == 1);
