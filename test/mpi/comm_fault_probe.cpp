@@ -5,9 +5,13 @@
 //             the "did not finish within" line, long before rank 1 wakes.
 //   mismatch  require_same_on_all_ranks of a rank-dependent value: every
 //             rank throws the same error, prints it and ends the job.
+//   dies      rank 1 dies (abort, no MPI_Finalize) while rank 0 waits in an
+//             all_reduce with a long deadline: the launcher must end the
+//             job at once (rank 0 never reaches its timeout).
 // Errors end the job the way an application's main should: print, with the
 // rank, and MpiRuntime::abort_job.
 #include <chrono>
+#include <cstdlib>
 #include <cstdio>
 #include <string>
 #include <thread>
@@ -33,13 +37,25 @@ int main(int argc, char** argv) {
       std::fprintf(stderr, "[rank %d] the all_reduce finished: no timeout happened\n", rank);
       return 0;
     }
+    if (mode == "dies") {
+      auto world = make_world("mpi", {120.0});
+      if (rank == 1) {
+        std::fprintf(stderr, "[rank 1] dying on purpose\n");
+        std::abort();
+      }
+      std::vector<float> values(1000, 1.f);  // [1000]
+      Tensor buffer(values.data(), {1000}, DType::f32, Device::cpu);
+      world->all_reduce(buffer, ReduceOp::sum);
+      std::fprintf(stderr, "[rank %d] the all_reduce finished without its peer\n", rank);
+      return 0;
+    }
     if (mode == "mismatch") {
       auto world = make_world("mpi");
       require_same_on_all_ranks(*world, "the probe value", "value " + std::to_string(rank));
       std::fprintf(stderr, "[rank %d] the mismatch went unnoticed\n", rank);
       return 0;
     }
-    std::fprintf(stderr, "usage: %s timeout|mismatch\n", argv[0]);
+    std::fprintf(stderr, "usage: %s timeout|mismatch|dies\n", argv[0]);
     return 2;
   } catch (const std::exception& e) {
     std::fprintf(stderr, "[rank %d] error: %s\n", rank, e.what());
