@@ -60,7 +60,10 @@ void Trainer::save_checkpoint(const fs::path& dir) {
          config_.emulate_world, ") has only its own, so it cannot save one");
   // Each component is written once, whole: rank 0 assembles the full model
   // from the owners (values and AdamW moments); the other ranks only send.
-  const llama::LlamaModel& source = world_->size() == 1 ? *model_ : gather_full_model(true);
+  // Where rank 0 owns every group (one process, DDP) it writes its own model.
+  bool rank0_owns_all = true;
+  for (const StorageGroup& g : layout_.groups) rank0_owns_all &= g.owners.front() == 0;
+  const llama::LlamaModel& source = rank0_owns_all ? *model_ : gather_full_model(true);
   if (world_->rank() != 0) {
     world_->barrier();  // returns once rank 0 has committed the directory
     return;
