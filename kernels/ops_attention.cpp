@@ -3,6 +3,7 @@
 
 #include "kernels/cpu/attention.h"
 #include "kernels/dispatch.h"
+#include "kernels/flop_count.h"
 #include "kernels/ops.h"
 
 namespace sdp::ops {
@@ -48,6 +49,15 @@ void check_workspace(const Tensor& q, const Tensor& workspace, const cpu::Attent
 
 }  // namespace
 
+namespace {
+// Products of one (query, key) pair over the head dimension, summed over the
+// causal pairs of every head: `matmuls` = how many [T, T] x Dh products.
+double causal_flops(const cpu::AttentionDims& d, int matmuls) {
+  const double pairs = static_cast<double>(d.seq) * static_cast<double>(d.seq + 1) / 2;
+  return 2.0 * matmuls * static_cast<double>(d.batch * d.q_heads * d.head_dim) * pairs;
+}
+}  // namespace
+
 int64_t attention_workspace_elems(int64_t B, int64_t T, int64_t Hq, int64_t Hkv, int64_t Dh) {
   return cpu::attention_workspace_elems({B, T, Hq, Hkv, Dh}, omp_get_max_threads());
 }
@@ -59,6 +69,7 @@ void attention_forward(const Tensor& q, const Tensor& k, const Tensor& v, Tensor
   check_like(q, out, q.shape(), op, "out");
   check_like(q, lse, {d.batch, d.q_heads, d.seq}, op, "lse");
   check_workspace(q, workspace, d, op);
+  count_flops(causal_flops(d, 2));  // Q K^T, P V
   if (!detail::runs_on_cpu(q, op)) return;
   detail::on_float_dtype(q.dtype(), op, [&](auto zero) {
     using T = decltype(zero);
@@ -79,6 +90,7 @@ void attention_backward_input(const Tensor& dout, const Tensor& q, const Tensor&
   check_like(q, dk, k.shape(), op, "dk");
   check_like(q, dv, k.shape(), op, "dv");
   check_workspace(q, workspace, d, op);
+  count_flops(causal_flops(d, 5));  // recomputed Q K^T, then dV, dP, dQ, dK
   if (!detail::runs_on_cpu(q, op)) return;
   detail::on_float_dtype(q.dtype(), op, [&](auto zero) {
     using T = decltype(zero);

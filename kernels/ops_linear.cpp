@@ -2,6 +2,7 @@
 // [..., out] with the same leading dims (viewed as [N, in] x [in, out]).
 #include "kernels/cpu/linear.h"
 #include "kernels/dispatch.h"
+#include "kernels/flop_count.h"
 #include "kernels/ops.h"
 #include "kernels/ops_validate.h"
 
@@ -38,6 +39,7 @@ int rows(const Tensor& act) {
 void linear_forward(const Tensor& x, const Tensor& w, Tensor& y) {
   constexpr const char* op = "linear_forward";
   check_linear(x, "x", w, "w", y, "y", op);
+  count_flops(2.0 * rows(x) * static_cast<double>(w.numel()));
   if (!detail::runs_on_cpu(w, op)) return;
   detail::on_float_dtype(w.dtype(), op, [&](auto tag) {
     using T = decltype(tag);
@@ -49,6 +51,7 @@ void linear_forward(const Tensor& x, const Tensor& w, Tensor& y) {
 void linear_backward_input(const Tensor& dy, const Tensor& w, Tensor& dx) {
   constexpr const char* op = "linear_backward_input";
   check_linear(dx, "dx", w, "w", dy, "dy", op);
+  count_flops(2.0 * rows(dx) * static_cast<double>(w.numel()));
   if (!detail::runs_on_cpu(w, op)) return;
   detail::on_float_dtype(w.dtype(), op, [&](auto tag) {
     using T = decltype(tag);
@@ -60,6 +63,7 @@ void linear_backward_input(const Tensor& dy, const Tensor& w, Tensor& dx) {
 void linear_backward_weight(const Tensor& dy, const Tensor& x, Tensor& dw) {
   constexpr const char* op = "linear_backward_weight";
   check_linear(x, "x", dw, "dw", dy, "dy", op);
+  count_flops(2.0 * rows(x) * static_cast<double>(dw.numel()));
   if (!detail::runs_on_cpu(dw, op)) return;
   detail::on_float_dtype(dw.dtype(), op, [&](auto tag) {
     using T = decltype(tag);

@@ -32,33 +32,38 @@ nlohmann::json summarize(const std::vector<double>& v) {
 }  // namespace
 
 nlohmann::json RankFigures::to_json() const {
-  return {{"peak_bytes", summarize(peak_bytes)}, {"sent_bytes", summarize(sent_bytes)}};
+  return {{"peak_bytes", summarize(peak_bytes)},
+          {"sent_bytes", summarize(sent_bytes)},
+          {"flops", summarize(flops)}};
 }
 
 RankFigures gather_rank_figures(comm::Communicator& world, const StepResult& step) {
   static CpuAllocator host;
   const int n = world.size();
-  OwnedTensor mine(host, {2}, DType::f64, MemCategory::comm);      // [2]
-  OwnedTensor all(host, {2 * n}, DType::f64, MemCategory::comm);   // [world, 2]
+  constexpr int kFigures = 3;
+  OwnedTensor mine(host, {kFigures}, DType::f64, MemCategory::comm);      // [3]
+  OwnedTensor all(host, {kFigures * n}, DType::f64, MemCategory::comm);   // [world, 3]
   mine->data<double>()[0] = step.memory["peak"]["total"].get<double>();
   mine->data<double>()[1] = step.comm["sent_bytes"].get<double>();
+  mine->data<double>()[2] = step.flops;
   double* a = all->data<double>();
-  std::fill(a, a + 2 * n, std::numeric_limits<double>::quiet_NaN());
+  std::fill(a, a + kFigures * n, std::numeric_limits<double>::quiet_NaN());
   world.all_gather(*mine, *all);
   RankFigures f;
   for (int r = 0; r < n; ++r) {
-    f.peak_bytes.push_back(a[2 * r]);
-    f.sent_bytes.push_back(a[2 * r + 1]);
+    f.peak_bytes.push_back(a[kFigures * r]);
+    f.sent_bytes.push_back(a[kFigures * r + 1]);
+    f.flops.push_back(a[kFigures * r + 2]);
   }
   return f;
 }
 
 void print_rank_figures(const RankFigures& f) {
-  std::printf("%-6s %14s %16s\n", "rank", "peak memory", "sent per step");
+  std::printf("%-6s %14s %16s %16s\n", "rank", "peak memory", "sent per step", "GFLOP per step");
   for (size_t r = 0; r < f.peak_bytes.size(); ++r) {
     if (std::isnan(f.peak_bytes[r])) continue;  // emulated: other ranks unknown
-    std::printf("%-6zu %14s %16s\n", r, human_bytes(f.peak_bytes[r]).c_str(),
-                human_bytes(f.sent_bytes[r]).c_str());
+    std::printf("%-6zu %14s %16s %16.3f\n", r, human_bytes(f.peak_bytes[r]).c_str(),
+                human_bytes(f.sent_bytes[r]).c_str(), f.flops[r] / 1e9);
   }
 }
 

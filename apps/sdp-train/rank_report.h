@@ -14,12 +14,13 @@ namespace sdp::app {
 struct RankFigures {
   std::vector<double> peak_bytes;  // [world] peak of all categories in the step
   std::vector<double> sent_bytes;  // [world] ring-formula bytes sent in the step
-  // {"peak_bytes": {"min", "mean", "max", "by_rank"}, "sent_bytes": {...}};
+  std::vector<double> flops;       // [world] FLOPs computed in the step
+  // {"peak_bytes": {"min", "mean", "max", "by_rank"}, "sent_bytes": {...}, "flops": {...}};
   // an emulated rank knows only its own figures (others are null).
   nlohmann::json to_json() const;
 };
 
-// Collective: one all_gather of two numbers per rank (after the step's
+// Collective: one all_gather of three numbers per rank (after the step's
 // counters were read, so it is not part of the step's traffic).
 RankFigures gather_rank_figures(comm::Communicator& world, const StepResult& step);
 void print_rank_figures(const RankFigures& figures);

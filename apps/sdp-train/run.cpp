@@ -125,8 +125,8 @@ int run_training(const TrainConfig& config, bool dry, bool use_mpi) {
     nlohmann::json line = {{"step", r.step},         {"loss", r.loss},
                            {"lr", r.lr},             {"grad_norm", r.grad_norm},
                            {"tokens", r.tokens},     {"seconds", r.seconds},
-                           {"tokens_per_s", r.tokens / r.seconds}, {"memory", r.memory},
-                           {"comm", r.comm}};
+                           {"tokens_per_s", r.tokens / r.seconds}, {"flops", r.flops},
+                           {"memory", r.memory}, {"comm", r.comm}};
     if (world > 1) line["ranks"] = last_figures.to_json();
     const bool eval_now = config.eval_every > 0 &&
                           (r.step % config.eval_every == 0 || r.step == config.steps);

@@ -7,6 +7,7 @@
 #include <limits>
 
 #include "engine/metrics/memory_report.h"
+#include "kernels/flop_count.h"
 #include "kernels/ops.h"
 #ifdef SDP_HAVE_CUDA
 #include "kernels/cuda/device_info.h"
@@ -135,6 +136,7 @@ StepResult Trainer::train_step() {
   mem.reset_peaks();
   comm::Communicator& w = *world_;
   w.stats().reset();
+  ops::reset_flop_count();
   ParameterSet& params = model_->params();
   params.zero_grads();
 
@@ -189,6 +191,7 @@ StepResult Trainer::train_step() {
   r.loss = ctl[0] / static_cast<double>(tokens_per_rank * w.size());
   r.tokens = tokens_per_rank * w.size();
   r.seconds = std::chrono::duration<double>(clock::now() - start).count();
+  r.flops = ops::flops_counted();
   r.memory = memory_json(mem);
   r.comm = w.stats().to_json();
   if (alloc_->device() == Device::meta || w.backend() == "emulated") {

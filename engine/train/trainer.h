@@ -37,6 +37,7 @@ struct StepResult {
   double grad_norm = 0;      // of the full model's averaged gradient, before clipping
   int64_t tokens = 0;        // tokens processed by this step, all ranks
   double seconds = 0;        // wall time of the step
+  double flops = 0;          // this rank's FLOPs in the step (kernels/flop_count.h)
   nlohmann::json memory;     // memory_json() of the step window
   nlohmann::json comm;       // CommStats::to_json() of the step
 };
