@@ -1,5 +1,6 @@
 #include "apps/sdp-train/run.h"
 
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <fstream>
@@ -107,6 +108,9 @@ int run_training(const TrainConfig& config, bool dry, bool use_mpi) {
   std::vector<double> recent;
   double last_eval = NAN;
   nlohmann::json last_memory;
+  // Under forward masking each rank's own subnetwork is a model of its own.
+  const bool forward_masked = world > 1 && trainer.layout().spec.masking == Masking::forward &&
+                              config.strategy != "ddp";
   RankFigures last_figures;
   EvalResult last_eval_all;
   while (trainer.step() < config.steps) {
@@ -146,6 +150,11 @@ int run_training(const TrainConfig& config, bool dry, bool use_mpi) {
       progress.finish();
       std::printf("step %5lld  train loss %.4f  eval loss %.4f", static_cast<long long>(r.step),
                   r.loss, last_eval);
+      if (forward_masked) {
+        const auto [lo, hi] = std::minmax_element(last_eval_all.subnet_loss.begin(),
+                                                  last_eval_all.subnet_loss.end());
+        std::printf("  subnets %.4f..%.4f", *lo, *hi);
+      }
       if (best) std::printf("  (best achievable %.4f)", *best);
       std::printf("\n");
     }
@@ -179,6 +188,11 @@ int run_training(const TrainConfig& config, bool dry, bool use_mpi) {
 
   std::printf("\n%-28s %.4f\n", "final train loss (last 10)", final_loss);
   if (!std::isnan(last_eval)) std::printf("%-28s %.4f\n", "final eval loss", last_eval);
+  if (forward_masked && !last_eval_all.subnet_loss.empty()) {
+    std::printf("%-28s", "final subnet eval losses");
+    for (double l : last_eval_all.subnet_loss) std::printf(" %.4f", l);
+    std::printf("\n");
+  }
   if (best) {
     std::printf("%-28s %.4f\n", "best achievable loss", *best);
     if (!std::isnan(last_eval))
