@@ -254,6 +254,7 @@ std::string json(const PlanReport& rep) {
   const nlohmann::json out = {{"tool", "sdp-plan"},
                               {"model", model.name},
                               {"parameters", model.parameter_count()},
+                              {"model_config", model.to_hf_json()},
                               {"world", rep.job.world},
                               {"batch", b.batch},
                               {"seq", b.seq},
