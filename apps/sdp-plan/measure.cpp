@@ -1,0 +1,70 @@
+#include "apps/sdp-plan/measure.h"
+
+#include <chrono>
+
+#include "engine/core/error.h"
+#include "engine/train/trainer.h"
+
+namespace sdp::planner {
+
+Summary summarize(const std::vector<double>& v) {
+  SDP_CHECK(!v.empty(), "summarize: no values");
+  Summary s{v[0], 0, v[0], 0};
+  double sum = 0;
+  for (size_t i = 0; i < v.size(); ++i) {
+    sum += v[i];
+    s.min = std::min(s.min, v[i]);
+    if (v[i] > s.max) {
+      s.max = v[i];
+      s.argmax = static_cast<int>(i);
+    }
+  }
+  s.mean = sum / static_cast<double>(v.size());
+  return s;
+}
+
+Summary StrategySteps::peak() const {
+  std::vector<double> v;
+  for (const RankStep& r : ranks) v.push_back(r.peak_bytes);
+  return summarize(v);
+}
+
+Summary StrategySteps::sent() const {
+  std::vector<double> v;
+  for (const RankStep& r : ranks) v.push_back(r.sent_bytes);
+  return summarize(v);
+}
+
+StrategySteps measure_strategy(const PlannerJob& job, const StrategyRequest& request) {
+  using clock = std::chrono::steady_clock;
+  StrategySteps out;
+  out.request = request;
+  for (int rank = 0; rank < job.world; ++rank) {
+    const auto start = clock::now();
+    // One trainer at a time: each is a whole (meta) model, and ranks share
+    // nothing, so holding them all would only cost host memory.
+    Trainer trainer(rank_config(job, request, rank));
+    const StepResult step = trainer.train_step();
+    RankStep r;
+    r.rank = rank;
+    r.memory = step.memory;
+    r.comm = step.comm;
+    r.peak_bytes = step.memory["peak"]["total"].get<double>();
+    r.sent_bytes = step.comm["sent_bytes"].get<double>();
+    r.seconds = std::chrono::duration<double>(clock::now() - start).count();
+    out.ranks.push_back(std::move(r));
+    if (rank > 0) continue;
+    // The plan is the same on every rank (the trainer checks its hash).
+    const SubnetLayout& L = trainer.layout();
+    out.description = L.spec.describe();
+    out.label = out.description.substr(0, out.description.find(" ("));
+    out.granularity = granularity_name(L.spec.granularity);
+    out.masking = L.spec.masking == Masking::forward ? "forward" : "backward";
+    out.components = L.plan.components();
+    out.owners = L.plan.components() > 0 ? static_cast<int>(L.plan.owners(0).size()) : job.world;
+    out.spectral_gap = L.plan.spectral_gap();
+  }
+  return out;
+}
+
+}  // namespace sdp::planner

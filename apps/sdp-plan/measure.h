@@ -1,0 +1,48 @@
+#pragma once
+// The planner's measurements: one meta-device training step of every rank of
+// a strategy, each rank emulated in this process (no MPI, no memory, no
+// arithmetic), one Trainer at a time. See DESIGN.md "Measurements" for what
+// the bytes mean.
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "apps/sdp-plan/plan_options.h"
+
+namespace sdp::planner {
+
+struct RankStep {
+  int rank = 0;
+  double peak_bytes = 0;   // memory["peak"]["total"]
+  double sent_bytes = 0;   // comm["sent_bytes"]
+  nlohmann::json memory;   // memory_json() of the step
+  nlohmann::json comm;     // CommStats::to_json() of the step
+  double seconds = 0;      // building the trainer and running the step
+};
+
+struct Summary {
+  double min = 0, mean = 0, max = 0;
+  int argmax = 0;  // first rank with the maximum
+};
+Summary summarize(const std::vector<double>& values);
+
+struct StrategySteps {
+  StrategyRequest request;
+  std::string label;        // "B-SDP"
+  std::string description;  // "B-SDP (C = 0.5, cyclic)"
+  std::string granularity;  // block | neuron
+  std::string masking;      // forward | backward
+  int components = 0;       // maskable components in the plan
+  int owners = 0;           // owners per component r (every component has r)
+  double spectral_gap = 1;
+  std::vector<RankStep> ranks;  // by rank
+
+  Summary peak() const;
+  Summary sent() const;
+};
+
+// Runs the step of every rank of `strategy` in rank order.
+StrategySteps measure_strategy(const PlannerJob& job, const StrategyRequest& strategy);
+
+}  // namespace sdp::planner

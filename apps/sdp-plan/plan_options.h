@@ -1,0 +1,62 @@
+#pragma once
+// Command-line options of sdp-plan and the job they describe: one model, a
+// world of N ranks and the strategies to compare. Every check runs before the
+// first meta step, so a bad item late in --strategies fails at once.
+#include <string>
+#include <vector>
+
+#include <CLI/CLI.hpp>
+
+#include "engine/train/train_config.h"
+
+namespace sdp::planner {
+
+inline constexpr const char* kDefaultStrategies = "ddp,b-sdp:0.5,n-sdp:0.5,bb-sdp:0.5,nb-sdp:0.5";
+// C of an SDP item written without one (the default list's value).
+inline constexpr double kDefaultActiveFraction = 0.5;
+
+enum class OutputFormat { markdown, csv, json };
+
+// One item of --strategies, "name[:C]".
+struct StrategyRequest {
+  std::string text;              // as written, for messages
+  std::string strategy;          // ddp | b-sdp | n-sdp | bb-sdp | nb-sdp
+  double active_fraction = 1.0;  // C
+  // False for the DDP baseline that the planner adds when --strategies has
+  // none: every saving and ratio is against DDP.
+  bool requested = true;
+};
+
+// Values as given on the command line.
+struct PlanOptions {
+  TrainConfig base;  // model, batch, seq, grad_accum, dtype, plan, plan_seed, ffn/head groups
+  int64_t world = 0;
+  std::string strategies = kDefaultStrategies;
+  std::string format = "markdown";
+  bool per_rank = false;
+  std::string output;  // empty: stdout
+};
+
+void add_options(CLI::App& app, PlanOptions& options);
+
+// The checked job. `strategies` starts with DDP: the requested one, or the
+// added baseline.
+struct PlannerJob {
+  TrainConfig base;  // device meta, one step, no evaluation, no files
+  int world = 1;
+  std::vector<StrategyRequest> strategies;
+  int baseline = 0;  // index of DDP in strategies
+  OutputFormat format = OutputFormat::markdown;
+  bool per_rank = false;
+  std::string output;
+};
+
+// Throws sdp::Error naming the flag (or the --strategies item) and what is
+// valid; the plan of every strategy is built once here, so an impossible
+// plan is refused before any step runs.
+PlannerJob resolve_job(const PlanOptions& options);
+
+// The config of rank `rank` of `job` running `strategy`.
+TrainConfig rank_config(const PlannerJob& job, const StrategyRequest& strategy, int rank);
+
+}  // namespace sdp::planner

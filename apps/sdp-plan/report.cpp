@@ -1,0 +1,285 @@
+#include "apps/sdp-plan/report.h"
+
+#include <cmath>
+#include <cstdio>
+#include <limits>
+
+#include "engine/core/error.h"
+#include "engine/core/memory_stats.h"
+#include "engine/parallel/strategy.h"
+#include "models/llama/llama_config.h"
+
+namespace sdp::planner {
+
+namespace {
+
+constexpr double kGiB = 1024.0 * 1024.0 * 1024.0;
+constexpr double kMiB = 1024.0 * 1024.0;
+constexpr double kMB = 1e6;  // communication is quoted in decimal MB, as the SDP paper does
+
+// Memory in GiB, or in MiB for models whose DDP peak is under 1 GiB (where
+// GiB would print zeros); communication with more decimals below 100 MB.
+struct Units {
+  double memory = kGiB;
+  const char* memory_name = "GiB";
+  int comm_digits = 1;
+};
+
+std::string fixed(double v, int digits) {
+  if (std::isnan(v)) return "n/a";
+  char buf[64];
+  std::snprintf(buf, sizeof buf, "%.*f", digits, v);
+  return buf;
+}
+
+std::string percent(double v) { return std::isnan(v) ? "n/a" : fixed(100 * v, 1) + "%"; }
+
+// NaN (a ratio against zero traffic) is an empty CSV field; byte counts
+// print as integers, fractions as their shortest exact form.
+std::string csv_number(double v) {
+  if (std::isnan(v)) return "";
+  if (v == std::floor(v) && std::fabs(v) < 1e15) return fixed(v, 0);
+  return nlohmann::json(v).dump();
+}
+
+double ratio(double a, double b) {
+  return b > 0 ? a / b : std::numeric_limits<double>::quiet_NaN();
+}
+
+std::vector<std::string> categories() {
+  std::vector<std::string> names;
+  for (size_t i = 0; i < kMemCategoryCount; ++i)
+    names.emplace_back(category_name(static_cast<MemCategory>(i)));
+  return names;
+}
+
+// The training phase whose peak is the step's peak.
+std::string peak_phase(const nlohmann::json& memory) {
+  const double total = memory["peak"]["total"].get<double>();
+  for (const auto& [phase, bytes] : memory["phase_peak"].items())
+    if (bytes.get<double>() == total) return phase;
+  return "";
+}
+
+// Everything a row says about one strategy against the baseline.
+struct Row {
+  const StrategySteps& s;
+  Summary peak, sent;
+  double saving, comm_ratio, comm_ratio_max;
+  Row(const StrategySteps& steps, const StrategySteps& ddp)
+      : s(steps), peak(steps.peak()), sent(steps.sent()) {
+    const Summary ddp_peak = ddp.peak(), ddp_sent = ddp.sent();
+    saving = 1 - ratio(peak.max, ddp_peak.max);
+    comm_ratio = ratio(sent.mean, ddp_sent.mean);
+    comm_ratio_max = ratio(sent.max, ddp_sent.max);
+  }
+  std::string name() const { return s.request.requested ? s.label : s.label + " (baseline)"; }
+  std::string c() const {
+    char buf[32];
+    std::snprintf(buf, sizeof buf, "%g", s.request.active_fraction);
+    return buf;
+  }
+};
+
+std::vector<Row> rows(const PlanReport& rep) {
+  std::vector<Row> out;
+  const StrategySteps& ddp = rep.strategies[static_cast<size_t>(rep.job.baseline)];
+  for (const StrategySteps& s : rep.strategies) out.emplace_back(s, ddp);
+  return out;
+}
+
+std::string setup_text(const PlanReport& rep) {
+  const TrainConfig& b = rep.job.base;
+  const StrategySpec spec = StrategySpec::from_config(b);
+  std::string plan = b.plan + " plans";
+  if (b.plan == "random") plan += " (seed " + std::to_string(b.plan_seed) + ")";
+  return format("Per rank: batch ", b.batch, " x seq ", b.seq, " tokens, grad_accum ",
+                b.grad_accum, ", ", b.dtype, "; ", plan, "; neuron strategies: ",
+                spec.ffn_groups, " FFN and ", spec.head_groups, " head groups per block.");
+}
+
+Units units_for(const StrategySteps& ddp) {
+  Units u;
+  if (ddp.peak().max < kGiB) {
+    u.memory = kMiB;
+    u.memory_name = "MiB";
+  }
+  if (ddp.sent().mean < 100 * kMB) u.comm_digits = 3;
+  return u;
+}
+
+std::string markdown(const PlanReport& rep) {
+  const TrainConfig& b = rep.job.base;
+  const auto model = llama::LlamaConfig::named(b.model);
+  const std::vector<Row> all = rows(rep);
+  const Units u = units_for(rep.strategies[static_cast<size_t>(rep.job.baseline)]);
+  auto mem = [&](double bytes) { return fixed(bytes / u.memory, 2); };
+  auto mb = [&](double bytes) { return fixed(bytes / kMB, u.comm_digits); };
+  auto mib = [&](double bytes) { return fixed(bytes / kMiB, u.comm_digits); };
+  const std::string unit = u.memory_name;
+
+  std::string out = format("## sdp-plan: ", model.name, " (",
+                           fixed(static_cast<double>(model.parameter_count()) / 1e6, 1),
+                           "M parameters) on ", rep.job.world, " ranks\n\n");
+  out += "One training step of every rank on the meta device: the bytes a CUDA device would "
+         "hold (512-byte blocks) and the bytes each rank sends by the ring formulas of DESIGN.md "
+         "\"Measurements\". " + setup_text(rep) + "\n";
+  out += format("Memory in ", unit, " (2^", unit == "GiB" ? 30 : 20,
+                " bytes). Communication per rank per step in MB (10^6 bytes), MiB (2^20 bytes) "
+                "in brackets. Savings and ratios are against DDP (C = 1).\n\n");
+
+  out += format("| strategy | C | owners r/N | spectral gap | peak max ", unit, " | peak mean ", unit,
+                " | peak min ", unit,
+                " | max peak saving vs DDP | sent mean MB [MiB] | sent max MB [MiB] | sent mean "
+                "vs DDP |\n|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n");
+  for (const Row& r : all)
+    out += format("| ", r.name(), " | ", r.c(), " | ", r.s.owners, "/", rep.job.world, " | ",
+                  fixed(r.s.spectral_gap, 3), " | ", mem(r.peak.max), " | ", mem(r.peak.mean),
+                  " | ", mem(r.peak.min), " | ", percent(r.saving), " | ", mb(r.sent.mean), " [",
+                  mib(r.sent.mean), "] | ", mb(r.sent.max), " [", mib(r.sent.max), "] | ",
+                  fixed(r.comm_ratio, 3), " |\n");
+
+  const std::vector<std::string> cats = categories();
+  out += format("\nThe highest peak by category (", unit,
+                " at the peak of the first rank with the highest peak, and the phase it falls "
+                "in):\n\n| strategy | C | rank |");
+  for (const std::string& c : cats) out += " " + c + " |";
+  out += " total | phase |\n|---|---:|---:|";
+  for (size_t i = 0; i < cats.size() + 1; ++i) out += "---:|";
+  out += "---|\n";
+  for (const Row& r : all) {
+    const RankStep& top = r.s.ranks[static_cast<size_t>(r.peak.argmax)];
+    out += format("| ", r.name(), " | ", r.c(), " | ", top.rank, " |");
+    for (const std::string& c : cats)
+      out += " " + mem(top.memory["peak"]["at_peak"][c].get<double>()) + " |";
+    out += " " + mem(top.peak_bytes) + " | " + peak_phase(top.memory) + " |\n";
+  }
+
+  if (rep.job.per_rank) {
+    out += format("\nPer rank: peak memory ", unit, " / sent MB per step.\n\n| rank |");
+    for (const Row& r : all) out += " " + r.s.label + " " + r.c() + " |";
+    out += "\n|---:|";
+    for (size_t i = 0; i < all.size(); ++i) out += "---:|";
+    out += "\n";
+    for (int rank = 0; rank < rep.job.world; ++rank) {
+      out += format("| ", rank, " |");
+      for (const Row& r : all) {
+        const RankStep& s = r.s.ranks[static_cast<size_t>(rank)];
+        out += " " + mem(s.peak_bytes) + " / " + mb(s.sent_bytes) + " |";
+      }
+      out += "\n";
+    }
+  }
+  const size_t steps = rep.strategies.size() * static_cast<size_t>(rep.job.world);
+  out += format("\n", steps, " meta steps (", rep.strategies.size(), " strategies x ",
+                rep.job.world, " ranks) in ", fixed(rep.seconds, 2), " s.\n");
+  return out;
+}
+
+std::string csv(const PlanReport& rep) {
+  const std::vector<std::string> cats = categories();
+  std::string out =
+      "strategy,active_fraction,owners,world,components,spectral_gap,requested,rank,"
+      "peak_max_bytes,peak_mean_bytes,peak_min_bytes,peak_rank";
+  for (const std::string& c : cats) out += "," + c + "_bytes";
+  out += ",saving_vs_ddp,sent_mean_bytes,sent_max_bytes,sent_min_bytes,comm_ratio_vs_ddp\n";
+  const StrategySteps& ddp = rep.strategies[static_cast<size_t>(rep.job.baseline)];
+  const Summary ddp_peak = ddp.peak(), ddp_sent = ddp.sent();
+  // A rank row is the summary of that one rank, against the same baseline.
+  auto line = [&](const Row& r, const std::string& rank, const Summary& peak, const Summary& sent,
+                  const RankStep& top) {
+    out += format(r.s.request.strategy, ",", r.c(), ",", r.s.owners, ",", rep.job.world, ",",
+                  r.s.components, ",", csv_number(r.s.spectral_gap), ",",
+                  r.s.request.requested ? "true" : "false", ",", rank, ",", csv_number(peak.max),
+                  ",", csv_number(peak.mean), ",", csv_number(peak.min), ",", top.rank);
+    for (const std::string& c : cats)
+      out += "," + csv_number(top.memory["peak"]["at_peak"][c].get<double>());
+    out += format(",", csv_number(1 - ratio(peak.max, ddp_peak.max)), ",", csv_number(sent.mean),
+                  ",", csv_number(sent.max), ",", csv_number(sent.min), ",",
+                  csv_number(ratio(sent.mean, ddp_sent.mean)), "\n");
+  };
+  for (const Row& r : rows(rep)) {
+    line(r, "all", r.peak, r.sent, r.s.ranks[static_cast<size_t>(r.peak.argmax)]);
+    if (!rep.job.per_rank) continue;
+    for (const RankStep& s : r.s.ranks) {
+      const Summary peak{s.peak_bytes, s.peak_bytes, s.peak_bytes, s.rank};
+      const Summary sent{s.sent_bytes, s.sent_bytes, s.sent_bytes, s.rank};
+      line(r, std::to_string(s.rank), peak, sent, s);
+    }
+  }
+  return out;
+}
+
+nlohmann::json summary_json(const Summary& s, const std::vector<double>& by_rank) {
+  return {{"min", s.min}, {"mean", s.mean}, {"max", s.max}, {"max_rank", s.argmax},
+          {"by_rank", by_rank}};
+}
+
+std::string json(const PlanReport& rep) {
+  const TrainConfig& b = rep.job.base;
+  const StrategySpec spec = StrategySpec::from_config(b);
+  const auto model = llama::LlamaConfig::named(b.model);
+  nlohmann::json strategies = nlohmann::json::array();
+  for (const Row& r : rows(rep)) {
+    std::vector<double> peaks, sents;
+    nlohmann::json ranks = nlohmann::json::array();
+    for (const RankStep& s : r.s.ranks) {
+      peaks.push_back(s.peak_bytes);
+      sents.push_back(s.sent_bytes);
+      ranks.push_back(
+          {{"rank", s.rank}, {"memory", s.memory}, {"comm", s.comm}, {"seconds", s.seconds}});
+    }
+    const RankStep& top = r.s.ranks[static_cast<size_t>(r.peak.argmax)];
+    strategies.push_back(
+        {{"strategy", r.s.request.strategy},
+         {"label", r.s.label},
+         {"description", r.s.description},
+         {"requested", r.s.request.requested},
+         {"active_fraction", r.s.request.active_fraction},
+         {"owners_per_component", r.s.owners},
+         {"effective_active_fraction", static_cast<double>(r.s.owners) / rep.job.world},
+         {"components", r.s.components},
+         {"granularity", r.s.granularity},
+         {"masking", r.s.masking},
+         {"spectral_gap", r.s.spectral_gap},
+         {"peak_bytes", summary_json(r.peak, peaks)},
+         {"at_peak", top.memory["peak"]["at_peak"]},
+         {"phase_peak", top.memory["phase_peak"]},
+         {"saving_vs_ddp", r.saving},
+         {"sent_bytes", summary_json(r.sent, sents)},
+         {"comm_ratio_vs_ddp", r.comm_ratio},
+         {"comm_ratio_max_vs_ddp", r.comm_ratio_max},
+         {"ranks", ranks}});
+  }
+  const nlohmann::json out = {{"tool", "sdp-plan"},
+                              {"model", model.name},
+                              {"parameters", model.parameter_count()},
+                              {"model_config", model.to_hf_json()},
+                              {"world", rep.job.world},
+                              {"batch", b.batch},
+                              {"seq", b.seq},
+                              {"grad_accum", b.grad_accum},
+                              {"dtype", b.dtype},
+                              {"plan", b.plan},
+                              {"plan_seed", b.plan_seed},
+                              {"ffn_groups", spec.ffn_groups},
+                              {"head_groups", spec.head_groups},
+                              {"units", "bytes"},
+                              {"baseline", rep.job.baseline},
+                              {"seconds", rep.seconds},
+                              {"strategies", strategies}};
+  return out.dump(2) + "\n";
+}
+
+}  // namespace
+
+std::string render(const PlanReport& rep) {
+  switch (rep.job.format) {
+    case OutputFormat::markdown: return markdown(rep);
+    case OutputFormat::csv: return csv(rep);
+    case OutputFormat::json: return json(rep);
+  }
+  return "";
+}
+
+}  // namespace sdp::planner
