@@ -292,10 +292,11 @@ from the runs above):
   saving of 12 (1 - C) x maskable parameters bytes: at 1B, C = 0.5, Bb-SDP
   saves {f(r1b, bb)} of the peak, against {f(r1b, cb)} for B-SDP. They also send
   more than forward masking: after the update each component is broadcast from
-  one owner (4 M / N bytes per rank on average), and the roots chosen by
-  `owners[group % r]` (engine/parallel/strategy.cpp) are not balanced: at
-  1B, C = 0.5, the ranks are the roots of {roots_per_rank(bb)} groups (by rank), so the
-  busiest rank sends {bb['sent_bytes']['max'] / bb['sent_bytes']['mean']:.2f}x the mean (column "sent max").
+  one owner (4 M / N bytes per rank on average). Roots are balanced by bytes
+  (engine/parallel/strategy.cpp: the largest groups first, each to the owner
+  that sends least so far): at 1B, C = 0.5, the ranks are the roots of
+  {roots_per_rank(bb)} groups (by rank), and the busiest rank sends
+  {bb['sent_bytes']['max'] / bb['sent_bytes']['mean']:.2f}x the mean (column "sent max").
 - **Forward masking, block vs neuron.** B-SDP and N-SDP hold the same
   parameters (N-SDP also keeps the block norms shared, 2 D L = {2 * sh.D * sh.L}
   values at 1B) and send the same bytes, but N-SDP keeps the full-width

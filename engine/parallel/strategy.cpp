@@ -1,5 +1,6 @@
 #include "engine/parallel/strategy.h"
 
+#include <algorithm>
 #include <map>
 
 #include "engine/core/error.h"
@@ -101,7 +102,6 @@ SubnetLayout SubnetLayout::build(const llama::LlamaConfig& model, const Strategy
       const bool mine = std::find(owners.begin(), owners.end(), rank) != owners.end();
       g.trained = mine;
       g.held = mine || spec.masking == Masking::backward;
-      g.root = owners[static_cast<size_t>(it->second) % owners.size()];
       L.groups.push_back(std::move(g));
     }
     return it->second;
@@ -111,6 +111,27 @@ SubnetLayout SubnetLayout::build(const llama::LlamaConfig& model, const Strategy
   for (size_t k = 0; k < maskable.size(); ++k)
     ml.component_group[static_cast<size_t>(maskable[k])] = group_of(L.plan.owners(static_cast<int>(k)));
   for (const StorageGroup& g : L.groups) ml.group_names.push_back(g.name);
+
+  // Roots send a group's values (backward-masking broadcasts, gathers to
+  // rank 0): the largest groups first, each to the owner that sends the
+  // fewest bytes so far, so no rank carries much more than its share.
+  // Sizes come from the model's declarations (nothing is allocated).
+  const llama::LlamaModel sizes(model, ml);
+  std::vector<size_t> order(L.groups.size());
+  for (size_t g = 0; g < order.size(); ++g) order[g] = g;
+  auto numel = [&](size_t g) { return sizes.params().group_decl(static_cast<int>(g)).numel; };
+  std::stable_sort(order.begin(), order.end(),
+                   [&](size_t a, size_t b) { return numel(a) > numel(b); });
+  std::vector<int64_t> sent(static_cast<size_t>(world), 0);
+  for (size_t g : order) {
+    StorageGroup& group = L.groups[g];
+    int best = group.owners.front();
+    for (int r : group.owners)
+      if (sent[static_cast<size_t>(r)] < sent[static_cast<size_t>(best)]) best = r;
+    group.root = best;
+    // The all-ranks group never broadcasts: its root only serves gathers.
+    if (!L.all_ranks(group)) sent[static_cast<size_t>(best)] += numel(g);
+  }
   return L;
 }
 

@@ -45,8 +45,9 @@ struct StorageGroup {
   bool held = false;        // parameters exist on this rank
   bool trained = false;     // this rank owns it: gradients, optimizer state
   // The owner that broadcasts its values after each update (backward
-  // masking) and sends them for checkpoints and evaluation: spread over the
-  // owners so no rank sends them all.
+  // masking) and sends them for checkpoints and evaluation: balanced by
+  // bytes over the owners (largest groups first, each to the owner that
+  // sends least so far) so no rank sends much more than its share.
   int root = 0;
 };
 
