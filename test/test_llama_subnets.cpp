@@ -8,6 +8,7 @@
 
 #include <functional>
 #include <map>
+#include <memory>
 #include <string>
 
 #include "kernels/ops.h"
@@ -37,10 +38,13 @@ LlamaConfig cut_config() {
 
 ModelLayout neuron_layout() { return {Granularity::neuron, 3, 2, {}, {}}; }
 
+// Full Hugging Face tensors by name: values or gradients, as doubles.
+using Weights = std::map<std::string, std::vector<double>>;
+
 // Full HF tensors of a model (values or gradients), assembled from its parts.
-std::map<std::string, std::vector<double>> full_values(const LlamaModel& m, bool grads,
+Weights full_values(const LlamaModel& m, bool grads,
                                                        Arena& arena) {
-  std::map<std::string, std::vector<double>> out;
+  Weights out;
   const ParameterSet& p = m.params();
   for (const FullTensor& f : full_tensors(p)) {
     Tensor whole = arena.make(f.shape, p.dtype());
@@ -57,7 +61,7 @@ std::map<std::string, std::vector<double>> full_values(const LlamaModel& m, bool
 }
 
 // Sets every part of `m` from full tensors.
-void load_full(LlamaModel& m, const std::map<std::string, std::vector<double>>& values,
+void load_full(LlamaModel& m, const Weights& values,
                Arena& arena) {
   ParameterSet& p = m.params();
   for (int id = 0; id < p.count(); ++id) {
@@ -82,7 +86,7 @@ Batch make_batch(Arena& arena) {
 }
 
 // The reference: a whole-block model with random weights (norm gains near 1).
-std::map<std::string, std::vector<double>> random_full_weights(Arena& arena) {
+Weights random_full_weights(Arena& arena) {
   CpuAllocator alloc;
   LlamaModel ref(cut_config());
   ref.materialize(alloc, DType::f64);
@@ -98,7 +102,7 @@ std::map<std::string, std::vector<double>> random_full_weights(Arena& arena) {
 // Loss and full-tensor gradients of a model on the batch.
 struct Outcome {
   double loss = 0;
-  std::map<std::string, std::vector<double>> grads;
+  Weights grads;
 };
 Outcome run(LlamaModel& m, const Batch& b, Arena& arena) {
   m.params().zero_grads();
@@ -114,6 +118,23 @@ std::vector<bool> held_components(const LlamaModel& m,
   std::vector<bool> held(static_cast<size_t>(m.params().group_count()), false);
   for (const Component& c : m.components()) held[static_cast<size_t>(c.group)] = keep(c);
   return held;
+}
+
+using ComponentFilter = std::function<bool(const Component&)>;
+
+// An f64 model of cut_config() cut by `layout`, holding the components
+// `held` accepts (all when empty) and training those `trained` accepts
+// (= held when empty), with gradients allocated and `weights` loaded.
+std::unique_ptr<LlamaModel> build(const ModelLayout& layout, CpuAllocator& alloc,
+                                  const Weights& weights, Arena& arena,
+                                  const ComponentFilter& held = {},
+                                  const ComponentFilter& trained = {}) {
+  auto m = std::make_unique<LlamaModel>(cut_config(), layout);
+  m->materialize(alloc, DType::f64, held ? held_components(*m, held) : std::vector<bool>{},
+                 trained ? held_components(*m, trained) : std::vector<bool>{});
+  m->params().allocate_grads();
+  load_full(*m, weights, arena);
+  return m;
 }
 
 void require_close(const std::vector<double>& a, const std::vector<double>& b, double tol) {
@@ -136,16 +157,9 @@ TEST_CASE("neuron pieces compute the same model and gradients as whole blocks", 
   const auto weights = random_full_weights(arena);
   const Batch batch = make_batch(arena);
   CpuAllocator a1, a2;
-  LlamaModel blocks(cut_config());
-  blocks.materialize(a1, DType::f64);
-  blocks.params().allocate_grads();
-  load_full(blocks, weights, arena);
-  LlamaModel neurons(cut_config(), neuron_layout());
-  neurons.materialize(a2, DType::f64);
-  neurons.params().allocate_grads();
-  load_full(neurons, weights, arena);
-
-  const Outcome ref = run(blocks, batch, arena), cut = run(neurons, batch, arena);
+  auto blocks = build({}, a1, weights, arena);
+  auto neurons = build(neuron_layout(), a2, weights, arena);
+  const Outcome ref = run(*blocks, batch, arena), cut = run(*neurons, batch, arena);
   REQUIRE(cut.loss == Approx(ref.loss).epsilon(1e-12));
   REQUIRE(cut.grads.size() == ref.grads.size());
   for (const auto& [name, g] : ref.grads) {
@@ -159,13 +173,11 @@ TEST_CASE("neuron-cut gradients match finite differences (f64)", "[model][subnet
   const auto weights = random_full_weights(arena);
   const Batch batch = make_batch(arena);
   CpuAllocator alloc;
-  LlamaModel model(cut_config(), neuron_layout());
   // Hold only some groups: gradients of the subnetwork itself.
-  model.materialize(alloc, DType::f64, held_components(model, [](const Component& c) {
+  auto held = build(neuron_layout(), alloc, weights, arena, [](const Component& c) {
     return c.kind == ComponentKind::shared || c.index != 1;
-  }));
-  model.params().allocate_grads();
-  load_full(model, weights, arena);
+  });
+  LlamaModel& model = *held;
   model.forward(batch.tokens, batch.targets);
   model.backward(0.1);
   auto loss = [&] { return model.forward(batch.tokens, batch.targets, false) * 0.1; };
@@ -192,21 +204,15 @@ TEST_CASE("forward masking equals the full model with dropped parts zeroed", "[m
       return true;
     };
     CpuAllocator a1, a2;
-    LlamaModel sub(c, neuron_layout());
-    sub.materialize(a1, DType::f64, held_components(sub, keep));
-    sub.params().allocate_grads();
-    load_full(sub, weights, arena);
+    auto sub_model = build(neuron_layout(), a1, weights, arena, keep);
+    LlamaModel& sub = *sub_model;
 
     auto zeroed = weights;
     zero_columns(zeroed.at("model.layers.0.self_attn.o_proj.weight"), D, q_out, q_out / 2, q_out / 2);
     zero_columns(zeroed.at("model.layers.1.mlp.down_proj.weight"), D, F, 0, F / 3);
     zero_columns(zeroed.at("model.layers.1.mlp.down_proj.weight"), D, F, 2 * F / 3, F / 3);
-    LlamaModel full(c);
-    full.materialize(a2, DType::f64);
-    full.params().allocate_grads();
-    load_full(full, zeroed, arena);
-
-    const Outcome ref = run(full, batch, arena), got = run(sub, batch, arena);
+    auto full = build({}, a2, zeroed, arena);
+    const Outcome ref = run(*full, batch, arena), got = run(sub, batch, arena);
     REQUIRE(got.loss == Approx(ref.loss).epsilon(1e-12));
     // The subnet's own tensors (unheld pieces left zero in the assembly) match
     // the full model's gradients where they exist.
@@ -225,26 +231,18 @@ TEST_CASE("forward masking equals the full model with dropped parts zeroed", "[m
       require_close(sdp::testing::to_vector(p.grad(id)), sdp::testing::to_vector(part), 1e-10);
     }
     // Narrower matrices: the subnet holds fewer parameters and activations.
-    REQUIRE(p.materialized_numel() < full.params().materialized_numel());
-    REQUIRE(sub.saved_activation_bytes({2, 6}) < full.saved_activation_bytes({2, 6}));
+    REQUIRE(p.materialized_numel() < full->params().materialized_numel());
+    REQUIRE(sub.saved_activation_bytes({2, 6}) < full->saved_activation_bytes({2, 6}));
   }
 
   SECTION("B-SDP: block 1 dropped") {
     CpuAllocator a1, a2;
-    LlamaModel sub(c);
-    sub.materialize(a1, DType::f64, held_components(sub, [](const Component& comp) {
-      return comp.block != 1;
-    }));
-    sub.params().allocate_grads();
-    load_full(sub, weights, arena);
+    auto sub = build({}, a1, weights, arena, [](const Component& comp) { return comp.block != 1; });
     auto zeroed = weights;
     for (const char* w : {"model.layers.1.self_attn.o_proj.weight", "model.layers.1.mlp.down_proj.weight"})
       std::fill(zeroed.at(w).begin(), zeroed.at(w).end(), 0.0);
-    LlamaModel full(c);
-    full.materialize(a2, DType::f64);
-    full.params().allocate_grads();
-    load_full(full, zeroed, arena);
-    const Outcome ref = run(full, batch, arena), got = run(sub, batch, arena);
+    auto full = build({}, a2, zeroed, arena);
+    const Outcome ref = run(*full, batch, arena), got = run(*sub, batch, arena);
     REQUIRE(got.loss == Approx(ref.loss).epsilon(1e-12));
     for (const auto& [name, g] : got.grads) {
       CAPTURE(name);
@@ -262,18 +260,11 @@ TEST_CASE("backward masking trains only owned parts, with the full model's gradi
   for (const ModelLayout& layout : {ModelLayout{}, neuron_layout()}) {
     CAPTURE(granularity_name(layout.granularity));
     CpuAllocator a1, a2;
-    LlamaModel full(cut_config(), layout);
-    full.materialize(a1, DType::f64);
-    full.params().allocate_grads();
-    load_full(full, weights, arena);
-    LlamaModel masked(cut_config(), layout);
-    const auto trained = held_components(masked, [](const Component& comp) {
+    auto full_model = build(layout, a1, weights, arena);
+    auto masked_model = build(layout, a2, weights, arena, {}, [](const Component& comp) {
       return comp.kind == ComponentKind::shared || (comp.block + comp.index) % 2 == 0;
     });
-    masked.materialize(a2, DType::f64, {}, trained);
-    masked.params().allocate_grads();
-    load_full(masked, weights, arena);
-
+    LlamaModel &full = *full_model, &masked = *masked_model;
     const Outcome ref = run(full, batch, arena), got = run(masked, batch, arena);
     REQUIRE(got.loss == ref.loss);  // same forward, bit for bit
     const ParameterSet& p = masked.params();
