@@ -37,35 +37,14 @@ if ! ./scripts/build.sh >"$out/build.log" 2>&1; then
   exit 1
 fi
 
-# The engine links Debian's Open MPI, so its launcher must be Open MPI's too
-# (another MPI's mpirun would start 4 unconnected world-of-1 jobs, and
-# --oversubscribe is Open MPI's flag). Debian names it mpirun.openmpi as well.
-mpirun=""
-for m in mpirun.openmpi mpirun; do
-  if command -v "$m" >/dev/null && "$m" --version 2>&1 | grep -q "Open MPI"; then
-    mpirun=$m
-    break
-  fi
-done
-if [[ -z $mpirun ]]; then
-  echo "demo: Open MPI's mpirun was not found$(command -v mpirun >/dev/null && echo \
-    " (the mpirun on PATH, $(command -v mpirun), is another MPI)"). Install it with" >&2
-  echo "      sudo apt-get install openmpi-bin libopenmpi-dev   (Debian/Ubuntu;" \
-       "scripts/install-deps.sh does this)" >&2
-  exit 1
-fi
-# Open MPI refuses to run as root unless both variables say so (containers, CI).
-if [[ $(id -u) -eq 0 ]]; then
-  export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
-fi
-# One thread per rank: 4 ranks already share the cores; more threads each
-# would only contend.
-export OMP_NUM_THREADS=1
+# Open MPI's launcher, the root variables when root, one thread per rank.
+source scripts/mpi_env.sh
+sdp_mpi_setup
 
 # Chosen so that the four runs take two to three minutes on 2 cores and DDP
 # ends within ~0.02 nats/token of the entropy rate: lr 1e-2 gets there in
 # half the steps of the default 3e-3 on this model, and 16 validation batches
-# (8192 tokens) make the eval loss precise to ~0.01.
+# (8192 tokens) rather than 4 make the eval loss less noisy.
 defaults=(--model mini --data synthetic --batch 8 --seq 64 --steps 150 --lr 1e-2
           --warmup 10 --eval-every 50 --eval-batches 16 --seed 1234)
 # C applies to the SDP runs only (DDP is C = 1); the user's value replaces it.
@@ -97,12 +76,12 @@ for s in "${strategies[@]}"; do
   n=$((n + 1))
   extra=()
   [[ $s != ddp ]] && extra=("${fraction[@]}")
-  echo "demo: [$n/${#strategies[@]}] $s on $ranks ranks ($mpirun -np $ranks, log: $out/$s.log)"
+  echo "demo: [$n/${#strategies[@]}] $s on $ranks ranks (${MPIRUN[*]} -np $ranks, log: $out/$s.log)"
   # Only the evaluation lines are shown; the log keeps the plan, memory and
-  # traffic tables sdp-train prints.
-  if ! "$mpirun" -np "$ranks" --oversubscribe build/bin/sdp-train "${common[@]}" \
+  # traffic tables sdp-train prints. (stdin closed: mpirun would forward it.)
+  if ! "${MPIRUN[@]}" -np "$ranks" build/bin/sdp-train "${common[@]}" \
          --strategy "$s" "${extra[@]}" "${user[@]}" --metrics "$out/$s.jsonl" \
-         --progress false 2>&1 | tee "$out/$s.log" | awk '/^step /{print "  " $0; fflush()}'; then
+         --progress false </dev/null 2>&1 | tee "$out/$s.log" | awk '/^step /{print "  " $0; fflush()}'; then
     tail -n 20 "$out/$s.log" >&2
     echo "demo: the $s run failed; its whole output is $out/$s.log" >&2
     exit 1
