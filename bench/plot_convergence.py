@@ -24,6 +24,7 @@ PRETTY = {"ddp": "DDP", "b-sdp": "B-SDP", "n-sdp": "N-SDP", "bb-sdp": "Bb-SDP", 
 COLOR = {"ddp": "black", "b-sdp": "tab:blue", "n-sdp": "tab:orange", "bb-sdp": "tab:green",
          "nb-sdp": "tab:red"}
 SMOOTH = 20  # steps in the train-loss moving average
+NEAR = 0.02  # "converged": eval loss within this of the entropy rate (nats/token)
 
 
 def fail(message):
@@ -111,8 +112,8 @@ def main():
                     color=COLOR.get(s), label=label)
         if best is not None:
             ax.axhline(best, color="gray", linestyle=":", linewidth=1)
-            ax.text(ax.get_xlim()[1], best, " entropy rate", va="bottom", ha="right",
-                    color="gray", fontsize=8)
+            ax.text(0.01, best, "entropy rate", va="bottom", ha="left", color="gray",
+                    fontsize=8, transform=ax.get_yaxis_transform())
         ax.grid(alpha=0.3)
         ax.legend(fontsize=8)
     axes[0].set_xlabel("step")
@@ -147,10 +148,19 @@ def main():
         same = run["summary"]["parallel"]["masking"] == "backward" or s == "ddp"
         return "(full)" if same or not sub else f"{sum(sub) / len(sub):.4f}"
 
+    def reached(run, per_step):
+        # The first evaluation within NEAR of the entropy rate: a speed of
+        # convergence, as noisy as one evaluation is.
+        for x in run["steps"]:
+            if "eval_loss" in x and best is not None and x["eval_loss"] <= best + NEAR:
+                return f"{x['step'] * per_step:.0f}"
+        return "not reached"
+
     lines = [
         "| strategy | GFLOP / rank / step (est.) | vs DDP | (a) steps | (a) eval loss | (a) gap "
-        "| (a) mean subnet loss | (b) steps | (b) eval loss | (b) gap | wall s (a) / (b) |",
-        "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
+        f"| (a) mean subnet loss | (a) step within {NEAR} | (b) steps | (b) eval loss | (b) gap "
+        f"| (b) GFLOP/rank within {NEAR} | wall s (a) / (b) |",
+        "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
     ]
     for s in strategies:
         a, b = runs["equal_steps", s], runs["equal_flops", s]
@@ -162,7 +172,8 @@ def main():
             f"| {a['summary']['parallel']['description'].replace(', cyclic', '')} "
             f"| {a['flops']['mean'] / 1e9:.3f} | {a['flops']['mean'] / ddp_flops:.3f} "
             f"| {a['summary']['steps']} | {ea:.4f} | {gap(ea)} | {subnet(a, s)} "
-            f"| {b['summary']['steps']} | {eb:.4f} | {gap(eb)} | {wall} |")
+            f"| {reached(a, 1)} | {b['summary']['steps']} | {eb:.4f} | {gap(eb)} "
+            f"| {reached(b, b['flops']['mean'] / 1e9)} | {wall} |")
     text = "\n".join(lines)
     info_path = os.path.join(args.dir, "run_info.txt")
     info = open(info_path, encoding="utf-8").read().strip() if os.path.exists(info_path) else ""
