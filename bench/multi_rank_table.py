@@ -140,7 +140,7 @@ def main():
     print(f"\n**Dry run vs measured**, per rank: `--device meta --emulate-world {n} "
           "--emulate-rank r --dry-run` (one process, one step, 512-byte blocks) against the "
           "mpirun job's rank r (64-byte alignment). Bytes.\n")
-    rows, missing, worst, sent_equal, cat_worst = [], [], (0.0, 0, ""), True, 0
+    rows, missing, worst, sent_equal, cat_worst, compared = [], [], (0.0, 0, ""), True, 0, 0
     for r in runs:
         for rank in range(n):
             d = r["dry"][rank]
@@ -150,6 +150,7 @@ def main():
                 rows.append([r["label"], f"{r['c']:g}", str(rank), f"{measured_peak:.0f}",
                              "(no output)", "-", f"{measured_sent:.0f}", "(no output)", "-"])
                 continue
+            compared += 1
             dry_peak, dry_sent = d["memory"]["peak"]["total"], d["comm"]["sent_bytes"]
             diff = dry_peak - measured_peak
             rel = 100.0 * diff / measured_peak
@@ -166,11 +167,17 @@ def main():
     print(table(["strategy", "C", "rank", "measured peak", "dry-run peak", "dry - measured",
                  "measured sent", "dry-run sent", "sent equal"], rows))
     print()
+    sent_text = "Sent bytes: " + ("identical for every rank compared." if sent_equal else
+                                  "**differ** for some ranks (see the table).")
     if worst[2]:
-        print(f"Largest peak difference: {worst[1]:+.0f} bytes ({worst[0]:+.3f}%), {worst[2]}; "
-              f"largest per-category difference at rank 0's peak: {cat_worst:.0f} bytes. "
-              "Sent bytes: " + ("identical for every rank compared." if sent_equal else
-                                "**differ** for some ranks (see the table)."))
+        print(f"Largest relative peak difference: {worst[1]:+.0f} bytes ({worst[0]:+.3f}%), "
+              f"{worst[2]}; largest per-category difference at rank 0's peak: {cat_worst:.0f} "
+              f"bytes. {sent_text}")
+    elif compared:
+        print(f"Peak bytes: identical, in total and per category, for all {compared} ranks "
+              f"compared. {sent_text}" if cat_worst == 0 else
+              f"Peak totals identical for all {compared} ranks compared; per-category "
+              f"differences up to {cat_worst:.0f} bytes at rank 0's peak. {sent_text}")
     if missing:
         print(f"\nNo dry-run output for {len(missing)} of {len(runs) * n} emulated ranks "
               f"({missing[0]}, ...): sdp-train exited 0 but printed and wrote nothing.")
