@@ -1,0 +1,38 @@
+# Sourced (not run) by the scripts that launch multi-rank sdp-train jobs on
+# this machine: scripts/demo.sh, bench/multi_rank_measured.sh,
+# bench/convergence.sh. After `sdp_mpi_setup`, "${MPIRUN[@]}" -np N CMD runs
+# N ranks, or the script has stopped saying how to install Open MPI.
+
+sdp_mpi_setup() {
+  local me=${0##*/} m found=""
+  # The engine links Debian's Open MPI, so its launcher must be Open MPI's too
+  # (another MPI's mpirun would start N unconnected world-of-1 processes, and
+  # --oversubscribe is Open MPI's flag). Debian also names it mpirun.openmpi,
+  # which calls itself OpenRTE in --version.
+  for m in mpirun mpirun.openmpi; do
+    if command -v "$m" >/dev/null && "$m" --version 2>&1 | grep -qE "Open MPI|OpenRTE"; then
+      found=$m
+      break
+    fi
+  done
+  if [[ -z $found ]]; then
+    if command -v mpirun >/dev/null; then
+      echo "$me: the mpirun on PATH ($(command -v mpirun)) is not Open MPI's, which sdp-train" \
+           "is built against." >&2
+    else
+      echo "$me: mpirun was not found." >&2
+    fi
+    echo "$me: install Open MPI with: sudo apt-get install openmpi-bin libopenmpi-dev" \
+         "(Debian/Ubuntu; scripts/install-deps.sh does this), then run again." >&2
+    exit 1
+  fi
+  # More ranks than cores is the point here (4 ranks on a 2-core machine).
+  MPIRUN=("$found" --oversubscribe)
+  # Open MPI refuses to run as root unless both variables say so (containers, CI).
+  if [[ $(id -u) -eq 0 ]]; then
+    export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
+  fi
+  # One thread per rank: the ranks already share the cores, and more OpenMP
+  # threads each would only contend.
+  export OMP_NUM_THREADS=1
+}
