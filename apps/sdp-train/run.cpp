@@ -32,6 +32,12 @@ void print_memory_table(const nlohmann::json& memory) {
     std::printf("  peak in %-14s %12s\n", phase.c_str(), human_bytes(bytes.get<double>()).c_str());
 }
 
+// The process that prints and writes metrics: rank 0 of a real job, or the
+// one process of a single or emulated run (whatever rank it emulates).
+bool reports(const Trainer& trainer) {
+  return trainer.world().rank() == 0 || trainer.world().backend() == "emulated";
+}
+
 std::unique_ptr<Trainer> make_trainer(const TrainConfig& config, comm::Communicator* world) {
   return world ? std::make_unique<Trainer>(config, *world) : std::make_unique<Trainer>(config);
 }
@@ -39,7 +45,7 @@ std::unique_ptr<Trainer> make_trainer(const TrainConfig& config, comm::Communica
 int dry_run(const TrainConfig& config, comm::Communicator* world) {
   auto trainer = make_trainer(config, world);
   const auto& mc = trainer->model().config();
-  const bool root = trainer->world().rank() == 0;
+  const bool root = reports(*trainer);
   const StepResult r = trainer->train_step();
   const RankFigures figures = gather_rank_figures(trainer->world(), r);
   if (!root) return 0;
@@ -74,7 +80,7 @@ int run_training(const TrainConfig& config, bool dry, bool use_mpi) {
   auto trainer_ptr = make_trainer(config, mpi_world.get());
   Trainer& trainer = *trainer_ptr;
   // Rank 0 prints and writes metrics; the other ranks only report errors.
-  const bool root = trainer.world().rank() == 0;
+  const bool root = reports(trainer);
   auto say = [root](auto... args) {
     if (root) std::printf(args...);
   };

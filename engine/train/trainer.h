@@ -83,6 +83,7 @@ class Trainer {
   llama::LlamaModel& model() { return *model_; }
   Allocator& allocator() { return *alloc_; }
   comm::Communicator& world() { return *world_; }
+  const comm::Communicator& world() const { return *world_; }
   const SubnetLayout& layout() const { return layout_; }
   const data::TokenSource& train_data() const { return *train_data_; }
   // Best mean loss any model can reach on the data, when the data knows it.
