@@ -5,10 +5,18 @@
     python3 bench/flops_estimate.py --equal-flops 300 ddp.jsonl b-sdp.jsonl ...
         # steps each run needs for the FLOPs of 300 steps of ddp.jsonl's run
 
-The engine does not count FLOPs yet, so this estimates them from the model
-shape, the batch and what each rank of the run's subnet plan holds and trains
-(read from the metrics' summary line: config and parallel.plan). Standard
-library only; bench/convergence.sh and bench/plot_convergence.py use it.
+The engine counts the FLOPs of the ops it runs (kernels/flop_count.h; the
+metrics' "flops" per step and "ranks.flops" per rank); where a run's metrics
+have them, those counted figures are used, and this analytic estimate, from
+the model shape, the batch and what each rank of the run's subnet plan holds
+and trains (read from the summary line: config and parallel.plan), is printed
+beside them as a cross-check (metrics written before the counter existed get
+the estimate alone). Standard library only; bench/convergence.sh and
+bench/plot_convergence.py use it.
+
+The counted attention FLOPs include the recomputation of Q K^T in the
+backward (7 products per causal pair instead of the estimate's 6), so counted
+figures run slightly above the estimate.
 
 The estimate, per rank and per optimizer step, with T = batch x seq x
 grad_accum tokens per rank and S = seq:
@@ -149,6 +157,24 @@ def estimate(summary, shapes):
             "tokens_per_rank": tokens, "vocab": m.vocab}
 
 
+def counted(path):
+    """Mean over ranks of the counted FLOPs per step (the last step's), or None."""
+    with open(path, encoding="utf-8") as f:
+        steps = [json.loads(line) for line in f if line.strip()]
+    steps = [x for x in steps if "step" in x and not x.get("summary")]
+    if not steps or "flops" not in steps[-1]:
+        return None
+    ranks = steps[-1].get("ranks", {}).get("flops", {})
+    return ranks.get("mean", steps[-1]["flops"])
+
+
+def per_rank_flops(path, shapes):
+    """(FLOPs per rank per step, estimate, 'counted' or 'estimated')."""
+    e = estimate(summary_of(path), shapes)
+    c = counted(path)
+    return (c if c is not None else e["mean"]), e, ("counted" if c is not None else "estimated")
+
+
 def summary_of(path):
     try:
         with open(path, encoding="utf-8") as f:
@@ -174,16 +200,16 @@ def main(argv):
         if len(argv) < 4:
             fail(usage)
         ref_steps = int(argv[1])
-        ref = estimate(summary_of(argv[2]), shapes)
+        ref, _, _ = per_rank_flops(argv[2], shapes)
         for path in argv[3:]:
-            e = estimate(summary_of(path), shapes)
-            print(e["strategy"], round(ref_steps * ref["mean"] / e["mean"]))
+            flops, e, _ = per_rank_flops(path, shapes)
+            print(e["strategy"], round(ref_steps * ref / flops))
         return
     for path in argv:
-        e = estimate(summary_of(path), shapes)
+        flops, e, source = per_rank_flops(path, shapes)
         ranks = ", ".join(f"{r['total'] / 1e9:.3f}" for r in e["per_rank"])
-        print(f"{path}\t{e['description']}\tmean {e['mean']:.6g} FLOP per rank per step "
-              f"(GFLOP by rank: {ranks})")
+        print(f"{path}\t{e['description']}\tmean {flops:.6g} FLOP per rank per step ({source}; "
+              f"estimate {e['mean']:.6g}, GFLOP by rank: {ranks})")
 
 
 if __name__ == "__main__":
