@@ -78,12 +78,8 @@ if [[ ${1:-} == --plot ]]; then
   exit 0
 fi
 
-if [[ ! -x $BIN ]]; then
-  echo "$me: $BIN is missing: build it first (bash scripts/build.sh, or" \
-       "cmake --build $BUILD --target sdp-train)" >&2
-  exit 1
-fi
 source scripts/mpi_env.sh
+sdp_require_sdp_train "$BIN" "$BUILD"
 sdp_mpi_setup
 mkdir -p "$OUT/equal_steps" "$OUT/equal_flops"
 

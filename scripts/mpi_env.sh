@@ -3,6 +3,16 @@
 # bench/convergence.sh. After `sdp_mpi_setup`, "${MPIRUN[@]}" -np N CMD runs
 # N ranks, or the script has stopped saying how to install Open MPI.
 
+# Stops with what to build when the sdp-train binary $1 is missing ($2: the
+# build directory it belongs to).
+sdp_require_sdp_train() {
+  if [[ ! -x $1 ]]; then
+    echo "${0##*/}: $1 is missing: build it first (bash scripts/build.sh, or" \
+         "cmake --build $2 --target sdp-train)" >&2
+    exit 1
+  fi
+}
+
 sdp_mpi_setup() {
   local me=${0##*/} m found=""
   # The engine links Debian's Open MPI, so its launcher must be Open MPI's too
