@@ -157,34 +157,35 @@ def estimate(summary, shapes):
             "tokens_per_rank": tokens, "vocab": m.vocab}
 
 
-def counted(path):
-    """Mean over ranks of the counted FLOPs per step (the last step's), or None."""
-    with open(path, encoding="utf-8") as f:
-        steps = [json.loads(line) for line in f if line.strip()]
-    steps = [x for x in steps if "step" in x and not x.get("summary")]
-    if not steps or "flops" not in steps[-1]:
-        return None
-    ranks = steps[-1].get("ranks", {}).get("flops", {})
-    return ranks.get("mean", steps[-1]["flops"])
-
-
-def per_rank_flops(path, shapes):
-    """(FLOPs per rank per step, estimate, 'counted' or 'estimated')."""
-    e = estimate(summary_of(path), shapes)
-    c = counted(path)
-    return (c if c is not None else e["mean"]), e, ("counted" if c is not None else "estimated")
-
-
-def summary_of(path):
+def read_run(path, hint=""):
+    """{"steps": step lines, "summary": the summary line} of a metrics file;
+    stops with `hint` when the file is missing, not JSON lines, or unfinished."""
     try:
         with open(path, encoding="utf-8") as f:
             lines = [json.loads(line) for line in f if line.strip()]
     except (OSError, json.JSONDecodeError) as e:
-        fail(f"cannot read {path}: {e}")
-    s = next((x for x in lines if x.get("summary")), None)
-    if s is None:
-        fail(f"{path} has no summary line: the run did not finish")
-    return s
+        fail(f"cannot read {path}: {e}{hint}")
+    steps = [x for x in lines if "step" in x and not x.get("summary")]
+    summary = next((x for x in lines if x.get("summary")), None)
+    if summary is None or not steps:
+        fail(f"{path}: the run did not finish (no summary line){hint}")
+    return {"steps": steps, "summary": summary}
+
+
+def counted(run):
+    """Mean over ranks of the counted FLOPs per step (the last step's), or None."""
+    last = run["steps"][-1]
+    if "flops" not in last:
+        return None
+    return last.get("ranks", {}).get("flops", {}).get("mean", last["flops"])
+
+
+def per_rank_flops(path, shapes):
+    """(FLOPs per rank per step, estimate, 'counted' or 'estimated')."""
+    run = read_run(path)
+    e = estimate(run["summary"], shapes)
+    c = counted(run)
+    return (c if c is not None else e["mean"]), e, ("counted" if c is not None else "estimated")
 
 
 def main(argv):

@@ -31,19 +31,6 @@ def fail(message):
     sys.exit(f"plot_convergence: {message}")
 
 
-def read_run(path):
-    try:
-        with open(path, encoding="utf-8") as f:
-            lines = [json.loads(line) for line in f if line.strip()]
-    except (OSError, json.JSONDecodeError) as e:
-        fail(f"cannot read {path}: {e} (run bench/convergence.sh first)")
-    steps = [x for x in lines if not x.get("summary")]
-    summary = next((x for x in lines if x.get("summary")), None)
-    if summary is None or not steps:
-        fail(f"{path}: the run did not finish (no summary line)")
-    return {"steps": steps, "summary": summary}
-
-
 def moving_average(values, window):
     out, total = [], 0.0
     for i, v in enumerate(values):
@@ -75,7 +62,8 @@ def main():
     runs = {}
     for part in ("equal_steps", "equal_flops"):
         for s in strategies:
-            run = read_run(os.path.join(args.dir, part, s + ".jsonl"))
+            run = flops_estimate.read_run(os.path.join(args.dir, part, s + ".jsonl"),
+                                          " (run bench/convergence.sh first)")
             run["flops"] = flops_estimate.estimate(run["summary"], shapes)
             # The estimate's reading of the plan must give the parameters the
             # allocator actually held on rank 0 (f32: 4 bytes each).
