@@ -3,12 +3,17 @@
 //   cpu  -> kernels/cpu (templates over float and double),
 //   meta -> nothing is computed (shapes are still checked), so a full step on
 //           the meta device costs no arithmetic,
-//   cuda -> kernels/cuda (the CUDA backend issue; until then a clear error).
+//   cuda -> kernels/cuda (launched on cuda::compute_stream(); in a build
+//           without a CUDA toolkit, a clear error).
 // Conventions: input gradients (backward_input) overwrite their outputs;
 // weight gradients (backward_weight) accumulate (+=) into theirs. All tensors
-// of one call share a device and a floating dtype (f32 or f64); token and
-// target tensors are i32. Outputs are preallocated by the caller: no op
-// allocates, so the caller's allocator sees every byte.
+// of one call share a device; token and target tensors are i32. Outputs are
+// preallocated by the caller: no op allocates, so the caller's allocator sees
+// every byte.
+// Dtypes: activations and parameters are f32 or f64 on the CPU, f32 or bf16
+// on CUDA (any of these on meta). Statistics (rstd, lse, losses), RoPE
+// tables and weight gradients are accum_dtype(activation dtype): f32 next to
+// bf16 (mixed precision), otherwise the activation dtype itself.
 #include <cstdint>
 #include <span>
 
@@ -23,6 +28,16 @@ void add(const Tensor& a, const Tensor& b, Tensor& out);          // out = a + b
 void accumulate(Tensor& acc, const Tensor& x);                   // acc += x
 void scale(Tensor& x, double alpha);                             // x *= alpha
 double sum_squares(const Tensor& x);                              // sum x^2 (0 on meta)
+double sum(const Tensor& x);                                      // sum x, in double (0 on meta)
+// Elements >= 0 of an i32 tensor (valid targets); numel on meta.
+int64_t count_nonnegative(const Tensor& x);
+// Same shape and dtype, any two devices (cpu <-> cuda, or within one); both
+// contiguous. Waits until the copy is done when either side is the host.
+// Nothing happens when either side is meta.
+void transfer(const Tensor& src, Tensor& dst);
+// Same device and shape, dtype converted (f32, f64, bf16; rounding to
+// nearest even into bf16).
+void convert(const Tensor& src, Tensor& dst);
 // Reads one element as double (tests, loss readout); NaN on meta.
 double item(const Tensor& x, int64_t index = 0);
 
@@ -62,8 +77,11 @@ void rope_backward_input(const Tensor& dy, const Tensor& cos, const Tensor& sin,
 // kv head h / (Hq / Hkv)); out [B, T, Hq, Dh]; scale 1/sqrt(Dh).
 // Only lse [B, Hq, T] (log-sum-exp of each score row) is saved: backward
 // recomputes the probabilities, so no [T, T] tensor per head outlives a call.
-// workspace: scratch of attention_workspace_elems(...) elements of q's dtype.
-int64_t attention_workspace_elems(int64_t B, int64_t T, int64_t Hq, int64_t Hkv, int64_t Dh);
+// workspace: scratch of attention_workspace_elems(...) elements of q's dtype;
+// `device` is where the op will run (a meta dry run passes the device it
+// mirrors, Allocator::target_device()).
+int64_t attention_workspace_elems(int64_t B, int64_t T, int64_t Hq, int64_t Hkv, int64_t Dh,
+                                  Device device = Device::cpu);
 void attention_forward(const Tensor& q, const Tensor& k, const Tensor& v, Tensor& out,
                        Tensor& lse, Tensor& workspace);
 // dq, dk, dv are overwritten.
@@ -100,6 +118,22 @@ struct AdamWConfig {
 // param, grad, m, v: same shape and dtype (flat buffers are the usual case).
 void adamw_update(Tensor& param, const Tensor& grad, Tensor& m, Tensor& v,
                   const AdamWConfig& config);
+
+// Multi-tensor AdamW over one flat buffer cut into segments, each with its
+// own weight decay (matrices decayed, norm gains not): one pass (one launch
+// on CUDA) per call. param (the f32/f64 master values), grad, m, v: [n],
+// same dtype. low_precision_copy, when given: [n] bf16 on the same device,
+// overwritten with the updated values rounded to bf16 (the parameters the
+// forward reads in mixed precision). config.weight_decay is ignored; each
+// segment's is used. Segments must lie inside [0, n) and not overlap.
+struct AdamWSegment {
+  int64_t offset = 0;
+  int64_t numel = 0;
+  double weight_decay = 0;
+};
+void adamw_update_segments(Tensor& param, const Tensor& grad, Tensor& m, Tensor& v,
+                           std::span<const AdamWSegment> segments, const AdamWConfig& config,
+                           Tensor* low_precision_copy = nullptr);
 
 // Global L2 norm over all tensors (computed in double). Returns 0 on meta.
 double global_norm(std::span<const Tensor> tensors);

@@ -58,7 +58,8 @@ double causal_flops(const cpu::AttentionDims& d, int matmuls) {
 }
 }  // namespace
 
-int64_t attention_workspace_elems(int64_t B, int64_t T, int64_t Hq, int64_t Hkv, int64_t Dh) {
+int64_t attention_workspace_elems(int64_t B, int64_t T, int64_t Hq, int64_t Hkv, int64_t Dh,
+                                  Device) {
   return cpu::attention_workspace_elems({B, T, Hq, Hkv, Dh}, omp_get_max_threads());
 }
 

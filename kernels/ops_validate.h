@@ -18,11 +18,32 @@ inline void expect_like(const Tensor& t, const Tensor& ref, const char* op, cons
   expect_contiguous(t, op, arg);
 }
 
-// Floating dtypes the CPU kernels support; checked before the meta exit so
-// a meta run rejects what a CPU run would.
+// Floating dtypes an op accepts for activations and parameters: f32 and f64
+// on the CPU, f32 and bf16 on CUDA, any of the three on meta (a dry run may
+// mirror either device). Checked before the meta exit so a meta run rejects
+// what no device would run.
 inline void expect_float(const Tensor& t, const char* op, const char* arg) {
-  if (t.dtype() != DType::f32 && t.dtype() != DType::f64)
-    fail(op, ": ", arg, " has dtype ", dtype_name(t.dtype()), " (valid: f32, f64)");
+  const DType d = t.dtype();
+  switch (t.device()) {
+    case Device::cpu:
+      if (d != DType::f32 && d != DType::f64)
+        fail(op, ": ", arg, " has dtype ", dtype_name(d), " (valid on the CPU: f32, f64)");
+      return;
+    case Device::cuda:
+      if (d != DType::f32 && d != DType::bf16)
+        fail(op, ": ", arg, " has dtype ", dtype_name(d), " (valid on CUDA: f32, bf16)");
+      return;
+    case Device::meta:
+      if (d != DType::f32 && d != DType::f64 && d != DType::bf16)
+        fail(op, ": ", arg, " has dtype ", dtype_name(d), " (valid: f32, f64, bf16)");
+      return;
+  }
+}
+
+// `t` must hold accum_dtype(activation): the dtype of statistics (rstd, lse,
+// losses) and of weight gradients next to activations of dtype `activation`.
+inline void expect_accum(const Tensor& t, DType activation, const char* op, const char* arg) {
+  expect_dtype(t, accum_dtype(activation), op, arg);
 }
 
 // Rows of a [..., D] tensor; at least 1-D.

@@ -5,6 +5,9 @@
 #include <memory>
 #include <utility>
 
+#include <optional>
+
+#include "engine/core/caching_pool.h"
 #include "engine/core/dtype.h"
 #include "engine/core/memory_stats.h"
 
@@ -17,6 +20,10 @@ class Allocator {
   // with the bytes per category and the process aborts.
   virtual ~Allocator();
   virtual Device device() const = 0;
+  // The device whose memory this allocator's figures stand for: device()
+  // itself, or for a meta allocator the device its dry run mirrors. Code
+  // whose scratch sizes differ by device (kernels' workspaces) asks this.
+  virtual Device target_device() const { return device(); }
 
   // Returns storage for `bytes` (rounded up to granularity()); zero bytes gives
   // nullptr and is not counted.
@@ -29,6 +36,10 @@ class Allocator {
     return (bytes + g - 1) / g * g;
   }
   virtual size_t granularity() const = 0;
+
+  // The whole device's free and total bytes as its driver reports them
+  // (cudaMemGetInfo); none for host and meta memory.
+  virtual std::optional<DeviceMemoryInfo> device_memory_info() const { return std::nullopt; }
 
   MemoryStats& stats() { return stats_; }
   const MemoryStats& stats() const { return stats_; }
@@ -76,11 +87,14 @@ class CpuAllocator final : public Allocator {
 // ops on meta tensors compute nothing. Running the ordinary code path on it
 // gives the bytes a real device with the same granularity would hold.
 // Granularity 64 mirrors the CPU allocator; 512 mirrors the CUDA caching
-// allocator's block rounding.
+// allocator's block rounding. `mirrors` names the device whose run it
+// stands for (target_device()).
 class MetaAllocator final : public Allocator {
  public:
-  explicit MetaAllocator(size_t granularity = 64) : granularity_(granularity) {}
+  explicit MetaAllocator(size_t granularity = 64, Device mirrors = Device::cpu)
+      : granularity_(granularity), mirrors_(mirrors) {}
   Device device() const override { return Device::meta; }
+  Device target_device() const override { return mirrors_; }
   size_t granularity() const override { return granularity_; }
 
  protected:
@@ -89,6 +103,7 @@ class MetaAllocator final : public Allocator {
 
  private:
   size_t granularity_;
+  Device mirrors_;
   size_t next_address_ = 0x1000;
 };
 

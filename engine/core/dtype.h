@@ -42,6 +42,14 @@ constexpr std::string_view device_name(Device d) {
   return "?";
 }
 
+// The dtype that accumulates next to activations of dtype `activation`:
+// statistics (RMSNorm's rstd, log-sum-exps, per-token losses), weight
+// gradients, master weights and optimizer state. bf16 activations get f32
+// (mixed precision); f32 and f64 runs keep their own dtype.
+constexpr DType accum_dtype(DType activation) {
+  return activation == DType::bf16 ? DType::f32 : activation;
+}
+
 // bfloat16 storage: the top 16 bits of an IEEE f32. Conversion rounds to
 // nearest even, as hardware bf16 conversion does, and keeps NaNs quiet.
 struct bf16 {

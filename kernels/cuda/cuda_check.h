@@ -22,3 +22,14 @@
       ::sdp::fail(__FILE__, ":", __LINE__, ": ", #call, " failed: ",               \
                   cublasGetStatusString(sdp_cublas_status));                       \
   } while (0)
+
+// After a kernel launch: reports a bad launch configuration at once, naming
+// the kernel. Errors inside the kernel surface at the next synchronizing call.
+#define SDP_CUDA_LAUNCH_CHECK(kernel_name)                                         \
+  do {                                                                             \
+    cudaError_t sdp_launch_status = cudaGetLastError();                            \
+    if (sdp_launch_status != cudaSuccess)                                          \
+      ::sdp::fail(__FILE__, ":", __LINE__, ": launch of ", kernel_name, " failed: ", \
+                  cudaGetErrorName(sdp_launch_status), " (",                       \
+                  cudaGetErrorString(sdp_launch_status), ")");                     \
+  } while (0)
