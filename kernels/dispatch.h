@@ -28,7 +28,7 @@ namespace sdp::ops::detail {
 
 enum class Backend { cpu, cuda, meta };
 
-inline Backend backend_of(const Tensor& t, const char* op) {
+inline Backend backend_of(const Tensor& t, [[maybe_unused]] const char* op) {
   switch (t.device()) {
     case Device::cpu: return Backend::cpu;
     case Device::meta: return Backend::meta;

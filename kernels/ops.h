@@ -35,6 +35,8 @@ int64_t count_nonnegative(const Tensor& x);
 // contiguous. Waits until the copy is done when either side is the host.
 // Nothing happens when either side is meta.
 void transfer(const Tensor& src, Tensor& dst);
+// Waits until every op queued on `device` has run (no-op on cpu and meta).
+void synchronize(Device device);
 // Same device and shape, dtype converted (f32, f64, bf16; rounding to
 // nearest even into bf16).
 void convert(const Tensor& src, Tensor& dst);

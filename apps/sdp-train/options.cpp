@@ -50,7 +50,9 @@ void add_options(CLI::App& app, CliOptions& o) {
   auto* run = app.add_option_group("Execution");
   run->add_option("--seed", c.seed, "Seed of initialization and data");
   run->add_option("--device", c.device, "cpu, meta (dry run) or cuda");
-  run->add_option("--dtype", c.dtype, "f32 or f64 (CPU)");
+  run->add_option("--dtype", c.dtype,
+                 "f32, f64 (cpu) or bf16 (cuda: bf16 parameters and activations, f32 master "
+                 "weights, gradients and AdamW state)");
   run->add_option("--threads", c.threads, "OpenMP threads; 0 = OMP_NUM_THREADS or all cores");
   auto* par = app.add_option_group("Parallelism (launch with mpirun -np N)");
   par->add_option("--strategy", c.strategy,

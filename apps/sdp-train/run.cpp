@@ -30,6 +30,15 @@ void print_memory_table(const nlohmann::json& memory) {
               human_bytes(memory["peak"]["total"].get<double>()).c_str());
   for (const auto& [phase, bytes] : memory["phase_peak"].items())
     std::printf("  peak in %-14s %12s\n", phase.c_str(), human_bytes(bytes.get<double>()).c_str());
+  if (memory.contains("reserved"))
+    std::printf("%-12s %14s (cached blocks included)\n", "reserved peak",
+                human_bytes(memory["reserved"]["peak"].get<double>()).c_str());
+  if (memory.contains("device")) {
+    const double total = memory["device"]["total"].get<double>();
+    std::printf("%-12s %14s of %s (cudaMemGetInfo: every process and library)\n", "device used",
+                human_bytes(total - memory["device"]["free"].get<double>()).c_str(),
+                human_bytes(total).c_str());
+  }
 }
 
 // The process that prints and writes metrics: rank 0 of a real job, or the
@@ -71,11 +80,15 @@ int dry_run(const TrainConfig& config, comm::Communicator* world) {
 
 int run_training(const TrainConfig& config, bool dry, bool use_mpi) {
   std::unique_ptr<comm::Communicator> mpi_world;
-  if (use_mpi) {
-    comm::CommOptions options;
-    options.timeout_seconds = config.comm_timeout;
+  comm::CommOptions options;
+  options.timeout_seconds = config.comm_timeout;
+  // CUDA runs reduce device buffers through NCCL, one rank or many: the same
+  // code path on a single GPU as in an N-rank job (an emulated rank keeps
+  // its own emulated world).
+  if (config.device == "cuda" && config.emulate_world == 0 && !dry)
+    mpi_world = comm::make_world("nccl", options);
+  else if (use_mpi)
     mpi_world = comm::make_world("mpi", options);
-  }
   if (dry) return dry_run(config, mpi_world.get());
   auto trainer_ptr = make_trainer(config, mpi_world.get());
   Trainer& trainer = *trainer_ptr;

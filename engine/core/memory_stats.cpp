@@ -40,6 +40,13 @@ void MemoryStats::reset_peaks() {
   peak_total_ = current_total_;
   phase_peak_.fill(0);
   phase_peak_[static_cast<size_t>(phase_)] = current_total_;
+  peak_reserved_ = reserved_;
+}
+
+void MemoryStats::set_reserved(size_t bytes) {
+  tracks_reserved_ = true;
+  reserved_ = bytes;
+  peak_reserved_ = std::max(peak_reserved_, bytes);
 }
 
 }  // namespace sdp

@@ -49,6 +49,14 @@ class MemoryStats {
   size_t at_peak(MemCategory c) const { return at_peak_[idx(c)]; }
   size_t alloc_count() const { return alloc_count_; }
 
+  // Bytes the device allocator holds from the driver, cached blocks included
+  // (a caching allocator's "reserved"); host and meta allocators hold exactly
+  // what they hand out and never set it.
+  void set_reserved(size_t bytes);
+  size_t reserved() const { return reserved_; }
+  size_t peak_reserved() const { return peak_reserved_; }
+  bool tracks_reserved() const { return tracks_reserved_; }
+
  private:
   static size_t idx(MemCategory c) { return static_cast<size_t>(c); }
   std::array<size_t, kMemCategoryCount> current_{};
@@ -58,6 +66,9 @@ class MemoryStats {
   size_t current_total_ = 0;
   size_t peak_total_ = 0;
   size_t alloc_count_ = 0;
+  size_t reserved_ = 0;
+  size_t peak_reserved_ = 0;
+  bool tracks_reserved_ = false;
   Phase phase_ = Phase::idle;
 };
 

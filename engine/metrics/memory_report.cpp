@@ -4,7 +4,7 @@
 
 namespace sdp {
 
-nlohmann::json memory_json(const MemoryStats& s) {
+nlohmann::json memory_json(const MemoryStats& s, const std::optional<DeviceMemoryInfo>& device) {
   nlohmann::json current, at_peak, peak_by_cat, phases;
   for (size_t i = 0; i < kMemCategoryCount; ++i) {
     const auto c = static_cast<MemCategory>(i);
@@ -18,9 +18,14 @@ nlohmann::json memory_json(const MemoryStats& s) {
     const auto p = static_cast<Phase>(i);
     phases[std::string(phase_name(p))] = s.phase_peak(p);
   }
-  return {{"current", current},
-          {"peak", {{"total", s.peak_total()}, {"at_peak", at_peak}, {"by_category", peak_by_cat}}},
-          {"phase_peak", phases}};
+  nlohmann::json out = {
+      {"current", current},
+      {"peak", {{"total", s.peak_total()}, {"at_peak", at_peak}, {"by_category", peak_by_cat}}},
+      {"phase_peak", phases}};
+  if (s.tracks_reserved())
+    out["reserved"] = {{"current", s.reserved()}, {"peak", s.peak_reserved()}};
+  if (device) out["device"] = {{"free", device->free_bytes}, {"total", device->total_bytes}};
+  return out;
 }
 
 std::string human_bytes(double bytes) {

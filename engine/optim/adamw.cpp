@@ -1,12 +1,17 @@
 #include "engine/optim/adamw.h"
 
-#include "kernels/ops.h"
-
 namespace sdp {
 
 AdamW::AdamW(ParameterSet& params, const AdamWSettings& settings)
     : params_(params), settings_(settings) {
   params_.allocate_adam_state();
+  segments_.resize(static_cast<size_t>(params_.group_count()));
+  for (int id = 0; id < params_.count(); ++id) {
+    if (!params_.is_trained(id)) continue;  // held for the forward only
+    const ParamDecl& d = params_.decl(id);
+    const double decay = d.shape.ndim() >= 2 ? settings_.weight_decay : 0.0;
+    segments_[static_cast<size_t>(d.group)].push_back({d.offset, d.shape.numel(), decay});
+  }
 }
 
 void AdamW::update(int64_t step, double lr) {
@@ -16,11 +21,14 @@ void AdamW::update(int64_t step, double lr) {
   c.beta2 = settings_.beta2;
   c.eps = settings_.eps;
   c.step = step;
-  for (int id = 0; id < params_.count(); ++id) {
-    if (!params_.is_trained(id)) continue;  // held for the forward only
-    c.weight_decay = params_.decl(id).shape.ndim() >= 2 ? settings_.weight_decay : 0.0;
-    Tensor p = params_.param(id), m = params_.adam_m(id), v = params_.adam_v(id);
-    ops::adamw_update(p, params_.grad(id), m, v, c);
+  for (int g = 0; g < params_.group_count(); ++g) {
+    const auto& segments = segments_[static_cast<size_t>(g)];
+    if (segments.empty()) continue;
+    Tensor values = params_.group_values(g), m = params_.group_adam_m(g),
+           v = params_.group_adam_v(g);
+    Tensor low_precision = params_.group_params(g);
+    ops::adamw_update_segments(values, params_.group_grads(g), m, v, segments, c,
+                               params_.has_master(g) ? &low_precision : nullptr);
   }
 }
 

@@ -1,9 +1,13 @@
 #pragma once
-// AdamW over a ParameterSet: one update per parameter tensor held by this
-// process, weight decay on matrices only (norm gains and other vectors are
-// not decayed, the usual choice for transformers).
+// AdamW over a ParameterSet: one multi-tensor update per trained storage
+// group (its flat buffers cut into one segment per parameter), weight decay
+// on matrices only (norm gains and other vectors are not decayed, the usual
+// choice for transformers). In mixed precision the f32 master values are
+// updated and rounded into the bf16 parameters in the same pass.
 #include <cstdint>
+#include <vector>
 
+#include "kernels/ops.h"
 #include "models/common/parameter_set.h"
 
 namespace sdp {
@@ -25,6 +29,7 @@ class AdamW {
  private:
   ParameterSet& params_;
   AdamWSettings settings_;
+  std::vector<std::vector<ops::AdamWSegment>> segments_;  // per group; empty if untrained
 };
 
 }  // namespace sdp

@@ -1,5 +1,7 @@
 #include "engine/parallel/owner_groups.h"
 
+#include "models/common/tensor_staging.h"
+
 #include "kernels/ops.h"
 
 namespace sdp {
@@ -55,7 +57,7 @@ void OwnerGroups::gather_to_rank0(const ParameterSet& local, ParameterSet* full,
   SDP_CHECK(!me0 || full, "gather_to_rank0: rank 0 needs a full parameter set");
   enum Part { values, first_moment, second_moment };
   auto view = [](const ParameterSet& p, int g, Part part) {
-    return part == values ? p.group_params(g)
+    return part == values ? p.group_values(g)
                           : part == first_moment ? p.group_adam_m(g) : p.group_adam_v(g);
   };
   for (int g = 0; g < local.group_count(); ++g) {
@@ -70,7 +72,7 @@ void OwnerGroups::gather_to_rank0(const ParameterSet& local, ParameterSet* full,
       if (me0) {
         Tensor dst = view(*full, g, part);
         if (have0) {
-          ops::copy(view(local, g, part), dst);
+          stage_copy(view(local, g, part), dst);
         } else {
           world_.recv(dst, sg.root);
         }

@@ -6,6 +6,7 @@
 #include "engine/checkpoint/safetensors.h"
 #include "engine/core/error.h"
 #include "models/common/parameter_pieces.h"
+#include "models/common/tensor_staging.h"
 
 namespace sdp {
 
@@ -13,11 +14,21 @@ std::vector<checkpoint::NamedTensor> full_named_tensors(
     const ParameterSet& p, const std::function<Tensor(int)>& part_of, const std::string& prefix,
     Allocator& scratch, std::vector<OwnedTensor>& keep_alive) {
   std::vector<checkpoint::NamedTensor> out;
+  // Files are written from host memory: a device part is copied to the host
+  // first, in accum_dtype (f32 for a bf16 parameter without a master copy).
+  auto host_part = [&](int id) -> Tensor {
+    const Tensor t = part_of(id);  // throws when not held here
+    if (t.device() == Device::cpu) return t;
+    SDP_CHECK(t.device() != Device::meta, "checkpoint: ", p.decl(id).name,
+              " is on the meta device and holds no values");
+    keep_alive.emplace_back(scratch, t.shape(), accum_dtype(t.dtype()), MemCategory::workspace);
+    Tensor host = *keep_alive.back();
+    stage_copy(t, host);
+    return host;
+  };
   for (const FullTensor& full : full_tensors(p)) {
     const ParamDecl& first = p.decl(full.parts.front());
-    const Tensor t0 = part_of(full.parts.front());  // throws when not held here
-    SDP_CHECK(t0.device() == Device::cpu, "checkpoint: ", first.name, " is on device ",
-              device_name(t0.device()), "; tensors are written from host memory");
+    const Tensor t0 = host_part(full.parts.front());
     if (full.parts.size() == 1 && !first.is_piece()) {
       out.push_back({prefix + full.name, t0});
       continue;
@@ -26,7 +37,7 @@ std::vector<checkpoint::NamedTensor> full_named_tensors(
     // holds the tensor Hugging Face expects.
     keep_alive.emplace_back(scratch, full.shape, t0.dtype(), MemCategory::workspace);
     Tensor whole = *keep_alive.back();
-    for (int id : full.parts) copy_part_to_full(p.decl(id), part_of(id), whole);
+    for (int id : full.parts) copy_part_to_full(p.decl(id), host_part(id), whole);
     out.push_back({prefix + full.name, whole});
   }
   return out;
@@ -37,7 +48,7 @@ void export_hf_model(const llama::LlamaModel& model, const std::filesystem::path
   CpuAllocator scratch;
   std::vector<OwnedTensor> assembled;
   const auto weights = full_named_tensors(
-      p, [&](int id) { return p.param(id); }, "", scratch, assembled);
+      p, [&](int id) { return p.values(id); }, "", scratch, assembled);
   std::filesystem::create_directories(dir);
   checkpoint::save_safetensors(dir / "model.safetensors", weights, {{"format", "pt"}});
   checkpoint::write_json_atomically(dir / "config.json", model.config().to_hf_json());

@@ -82,8 +82,13 @@ void TrainConfig::validate() const {
   non_negative("grad_clip", grad_clip);
   if (device != "cpu" && device != "meta" && device != "cuda")
     fail("config: device = '", device, "' is invalid (valid: cpu, meta, cuda)");
-  if (dtype != "f32" && dtype != "f64")
-    fail("config: dtype = '", dtype, "' is invalid (valid: f32, f64)");
+  if (dtype != "f32" && dtype != "f64" && dtype != "bf16")
+    fail("config: dtype = '", dtype, "' is invalid (valid: f32, f64, bf16)");
+  if (dtype == "bf16" && device == "cpu")
+    fail("config: dtype = 'bf16' needs device cuda (or meta for a dry run); the CPU kernels "
+         "compute in f32 or f64");
+  if (dtype == "f64" && device == "cuda")
+    fail("config: dtype = 'f64' is CPU-only (valid on cuda: f32, bf16)");
   const bool known_strategy = strategy == "ddp" || strategy == "b-sdp" || strategy == "n-sdp" ||
                               strategy == "bb-sdp" || strategy == "nb-sdp";
   if (!known_strategy)

@@ -10,7 +10,7 @@
 #include "kernels/flop_count.h"
 #include "kernels/ops.h"
 #ifdef SDP_HAVE_CUDA
-#include "kernels/cuda/device_info.h"
+#include "kernels/cuda/device_allocator.h"
 #endif
 
 namespace sdp {
@@ -19,13 +19,13 @@ namespace {
 
 std::unique_ptr<Allocator> make_allocator(const std::string& device) {
   if (device == "cpu") return std::make_unique<CpuAllocator>();
-  // Meta runs report the bytes a CUDA device would hold (512-byte blocks).
-  if (device == "meta") return std::make_unique<MetaAllocator>(512);
+  // Meta runs report the bytes the CUDA allocator would hand out (512-byte
+  // blocks, the CUDA kernels' workspaces).
+  if (device == "meta") return std::make_unique<MetaAllocator>(512, Device::cuda);
   if (device == "cuda") {
 #ifdef SDP_HAVE_CUDA
-    cuda::require_device();  // a clear message when no GPU or driver is present
-    fail("--device cuda: the CUDA training step is not part of this build yet (the CUDA "
-         "backend adds it); use --device cpu, or --device meta for a dry run");
+    // Fails with a clear message when no GPU or driver is present.
+    return std::make_unique<cuda::DeviceAllocator>();
 #else
     fail("--device cuda: this build has no CUDA support (no toolkit was found when it was "
          "configured); use --device cpu, or --device meta for a dry run");
@@ -34,7 +34,9 @@ std::unique_ptr<Allocator> make_allocator(const std::string& device) {
   fail("device '", device, "' is not available (valid: cpu, meta, cuda)");
 }
 
-DType parse_dtype(const std::string& s) { return s == "f64" ? DType::f64 : DType::f32; }
+DType parse_dtype(const std::string& s) {
+  return s == "f64" ? DType::f64 : s == "bf16" ? DType::bf16 : DType::f32;
+}
 
 std::unique_ptr<comm::Communicator> make_own_world(const TrainConfig& c) {
   comm::CommOptions options;
@@ -110,6 +112,12 @@ Trainer::Trainer(const TrainConfig& config, std::unique_ptr<comm::Communicator> 
                          MemCategory::workspace);
   tokens_ = OwnedTensor(*alloc_, {config_.batch, config_.seq}, DType::i32, MemCategory::workspace);
   targets_ = OwnedTensor(*alloc_, {config_.batch, config_.seq}, DType::i32, MemCategory::workspace);
+  if (alloc_->device() == Device::cuda) {
+    host_tokens_ = OwnedTensor(host_allocator(), {config_.batch, config_.seq}, DType::i32,
+                               MemCategory::workspace);
+    host_targets_ = OwnedTensor(host_allocator(), {config_.batch, config_.seq}, DType::i32,
+                                MemCategory::workspace);
+  }
   control_ = OwnedTensor(host_allocator(), {2}, DType::f64, MemCategory::comm);
 }
 
@@ -118,15 +126,22 @@ Trainer::~Trainer() = default;
 void Trainer::load_batch(data::TokenSource& source) {
   const int64_t B = config_.batch, T = config_.seq;
   source.next_batch(windows_->data<int32_t>(), B, T);
-  if (tokens_->device() != Device::cpu) return;  // meta: nothing to copy
+  if (tokens_->device() == Device::meta) return;  // nothing to copy
+  // Inputs and shifted targets are cut on the host; a device run uploads them.
+  const bool on_host = tokens_->device() == Device::cpu;
+  Tensor x_host = on_host ? *tokens_ : *host_tokens_;    // [B, T]
+  Tensor y_host = on_host ? *targets_ : *host_targets_;  // [B, T]
   const int32_t* w = windows_->data<int32_t>();
-  int32_t* x = tokens_->data<int32_t>();
-  int32_t* y = targets_->data<int32_t>();
+  int32_t* x = x_host.data<int32_t>();
+  int32_t* y = y_host.data<int32_t>();
   for (int64_t b = 0; b < B; ++b)
     for (int64_t t = 0; t < T; ++t) {
       x[b * T + t] = w[b * (T + 1) + t];
       y[b * T + t] = w[b * (T + 1) + t + 1];
     }
+  if (on_host) return;
+  ops::transfer(x_host, *tokens_);
+  ops::transfer(y_host, *targets_);
 }
 
 StepResult Trainer::train_step() {
@@ -184,6 +199,8 @@ StepResult Trainer::train_step() {
     PhaseScope phase(mem, Phase::communication);
     groups_->broadcast_updated_values(params);
   }
+  // Device work is queued asynchronously: the step ends when it has run.
+  ops::synchronize(alloc_->device());
   ++step_;
   r.step = step_;
   const int64_t tokens_per_rank = tokens_per_micro * config_.grad_accum;
@@ -192,7 +209,7 @@ StepResult Trainer::train_step() {
   r.tokens = tokens_per_rank * w.size();
   r.seconds = std::chrono::duration<double>(clock::now() - start).count();
   r.flops = ops::flops_counted();
-  r.memory = memory_json(mem);
+  r.memory = memory_json(mem, alloc_->device_memory_info());
   r.comm = w.stats().to_json();
   if (alloc_->device() == Device::meta || w.backend() == "emulated") {
     // Meta computes nothing; an emulated rank never hears from the others.
@@ -212,10 +229,17 @@ bool Trainer::full_model_everywhere() const {
 
 llama::LlamaModel& Trainer::gather_full_model(bool optimizer_state) {
   const bool rank0 = world_->rank() == 0;
+  // Device buffers cannot meet host buffers in one point-to-point exchange
+  // (NCCL carries the device side, MPI the host side).
+  if (alloc_->device() == Device::cuda && world_->size() > 1)
+    fail("assembling the full model on rank 0 (checkpoints and full-model evaluation of a "
+         "forward-masked job) is not supported on cuda with more than one rank yet; use "
+         "backward masking or DDP, or evaluate and save from a CPU run");
   if (rank0 && !full_model_) {
+    // A host copy in the state dtype (f32 for a bf16 run).
     full_alloc_ = make_allocator(config_.device == "meta" ? "meta" : "cpu");
     full_model_ = std::make_unique<llama::LlamaModel>(model_->config(), layout_.model_layout);
-    full_model_->materialize(*full_alloc_, model_->dtype());
+    full_model_->materialize(*full_alloc_, accum_dtype(model_->dtype()));
   }
   if (rank0 && optimizer_state) full_model_->params().allocate_adam_state();
   groups_->gather_to_rank0(model_->params(), rank0 ? &full_model_->params() : nullptr,

@@ -112,6 +112,7 @@ class Trainer {
   OwnedTensor windows_;  // [batch, seq + 1] i32, host
   OwnedTensor tokens_;   // [batch, seq] i32
   OwnedTensor targets_;  // [batch, seq] i32
+  OwnedTensor host_tokens_, host_targets_;  // [batch, seq] i32 host staging of a device run
   OwnedTensor control_;  // [2] f64 on the host: loss sum, gradient square share
   int64_t step_ = 0;
   // Rank 0 of a forward-masked job: the full model for evaluation and

@@ -17,6 +17,7 @@
 #include "engine/train/hf_export.h"
 #include "engine/train/trainer.h"
 #include "models/common/parameter_pieces.h"
+#include "models/common/tensor_staging.h"
 
 namespace sdp {
 
@@ -30,22 +31,36 @@ constexpr int kFormatVersion = 1;
 void read_parameter_set(ParameterSet& p, const ck::SafetensorsFile& weights,
                         const ck::SafetensorsFile* moments) {
   CpuAllocator scratch;
+  // Files hold host tensors in the state dtype; a device part (or a bf16
+  // one) is read on the host and copied over.
   auto read_part = [&](const ck::SafetensorsFile& file, const std::string& name, int id,
                        Tensor part) {
     const ParamDecl& d = p.decl(id);
-    if (!d.is_piece()) {
-      file.read_into(name, part);
-      return;
+    const bool direct = part.device() == Device::cpu && part.dtype() == p.state_dtype();
+    OwnedTensor staged;
+    Tensor host = part;
+    if (!direct) {
+      staged = OwnedTensor(scratch, part.shape(), p.state_dtype(), MemCategory::workspace);
+      host = *staged;
     }
-    // A piece of a full tensor: read the whole, keep the rows / columns.
-    OwnedTensor whole(scratch, d.full_shape, part.dtype(), MemCategory::workspace);
-    file.read_into(name, *whole);
-    copy_full_to_part(d, *whole, part);
+    if (!d.is_piece()) {
+      file.read_into(name, host);
+    } else {
+      // A piece of a full tensor: read the whole, keep the rows / columns.
+      OwnedTensor whole(scratch, d.full_shape, host.dtype(), MemCategory::workspace);
+      file.read_into(name, *whole);
+      copy_full_to_part(d, *whole, host);
+    }
+    if (!direct) stage_copy(host, part);
   };
   for (int id = 0; id < p.count(); ++id) {
     if (!p.is_materialized(id)) continue;
     const std::string& name = p.decl(id).full_name;
-    read_part(weights, name, id, p.param(id));
+    read_part(weights, name, id, p.values(id));
+    if (p.has_master(p.decl(id).group)) {  // the bf16 copy the forward reads
+      Tensor low = p.param(id);
+      stage_copy(p.values(id), low);
+    }
     if (!moments || !p.is_trained(id)) continue;
     read_part(*moments, "exp_avg." + name, id, p.adam_m(id));
     read_part(*moments, "exp_avg_sq." + name, id, p.adam_v(id));
@@ -53,8 +68,8 @@ void read_parameter_set(ParameterSet& p, const ck::SafetensorsFile& weights,
 }
 
 void Trainer::save_checkpoint(const fs::path& dir) {
-  SDP_CHECK(alloc_->device() == Device::cpu, "checkpoints are written from host memory; device ",
-            device_name(alloc_->device()), " runs cannot save them");
+  if (alloc_->device() == Device::meta)
+    fail("checkpoints need values; a meta (dry) run holds none");
   if (world_->backend() == "emulated")
     fail("checkpoints need every rank's components; an emulated rank (emulate_world = ",
          config_.emulate_world, ") has only its own, so it cannot save one");

@@ -9,6 +9,8 @@ namespace sdp::cuda {
 
 cudaStream_t compute_stream();
 void set_compute_stream(cudaStream_t stream);
+// Blocks the host until the compute stream has run everything queued.
+void synchronize_compute_stream();
 
 // Sets the compute stream for a scope and restores the previous one.
 class ComputeStreamScope {

@@ -4,6 +4,7 @@
 
 #include "engine/core/counter_rng.h"
 #include "kernels/ops.h"
+#include "models/common/tensor_staging.h"
 
 namespace sdp {
 
@@ -68,6 +69,9 @@ void ParameterSet::materialize(Allocator& allocator, DType dtype, const std::vec
               " is marked trained but not held");
     if (!groups_[g].materialized) continue;
     storage_[g].params = OwnedTensor(allocator, {groups_[g].numel}, dtype, MemCategory::param);
+    if (groups_[g].trained && state_dtype() != dtype)
+      storage_[g].master =
+          OwnedTensor(allocator, {groups_[g].numel}, state_dtype(), MemCategory::master);
   }
 }
 
@@ -76,7 +80,8 @@ void ParameterSet::allocate_grads() {
   if (has_grads_) return;
   for (size_t g = 0; g < groups_.size(); ++g) {
     if (!groups_[g].trained) continue;
-    storage_[g].grads = OwnedTensor(*allocator_, {groups_[g].numel}, dtype_, MemCategory::grad);
+    storage_[g].grads =
+        OwnedTensor(*allocator_, {groups_[g].numel}, state_dtype(), MemCategory::grad);
     ops::fill(storage_[g].grads.view, 0.0);
   }
   has_grads_ = true;
@@ -93,9 +98,8 @@ void ParameterSet::allocate_adam_state() {
   for (size_t g = 0; g < groups_.size(); ++g) {
     if (!groups_[g].trained) continue;
     // Moments stay f32 (or f64 in checks) whatever the parameter dtype.
-    const DType state_dtype = dtype_ == DType::f64 ? DType::f64 : DType::f32;
-    storage_[g].m = OwnedTensor(*allocator_, {groups_[g].numel}, state_dtype, MemCategory::optim);
-    storage_[g].v = OwnedTensor(*allocator_, {groups_[g].numel}, state_dtype, MemCategory::optim);
+    storage_[g].m = OwnedTensor(*allocator_, {groups_[g].numel}, state_dtype(), MemCategory::optim);
+    storage_[g].v = OwnedTensor(*allocator_, {groups_[g].numel}, state_dtype(), MemCategory::optim);
     ops::fill(storage_[g].m.view, 0.0);
     ops::fill(storage_[g].v.view, 0.0);
   }
@@ -110,21 +114,23 @@ void ParameterSet::zero_grads() {
 
 void ParameterSet::init_values(uint64_t seed) {
   SDP_CHECK(allocator_, "materialize() parameters before initializing them");
+  static CpuAllocator host;
   for (int id = 0; id < count(); ++id) {
     if (!is_materialized(id)) continue;
     const ParamDecl& d = decl(id);
     Tensor p = param(id);
     if (p.device() == Device::meta) continue;
+    // Drawn on the host in the state dtype, then placed (and rounded) where
+    // the values live: the master copy and the parameter.
+    OwnedTensor drawn(host, d.shape, state_dtype(), MemCategory::workspace);  // d.shape
     switch (d.init) {
-      case InitKind::ones: ops::fill(p, 1.0); break;
-      case InitKind::zeros: ops::fill(p, 0.0); break;
+      case InitKind::ones: ops::fill(*drawn, 1.0); break;
+      case InitKind::zeros: ops::fill(*drawn, 0.0); break;
       case InitKind::normal: {
-        SDP_CHECK(p.device() == Device::cpu, "initializing ", d.name, " on ",
-                  device_name(p.device()), " is not supported by this build");
         // Keyed by the full tensor and its flat index there: a piece draws
         // exactly the values of its rows / columns of the whole tensor.
         const uint64_t key = splitmix64(seed) ^ stable_hash(d.full_name);
-        const int64_t n = p.numel();
+        const int64_t n = drawn->numel();
         auto full_index = [&](int64_t i) -> uint64_t {
           if (!d.is_piece()) return static_cast<uint64_t>(i);
           const int64_t cols = d.shape[1], full_cols = d.full_shape[1];
@@ -132,17 +138,22 @@ void ParameterSet::init_values(uint64_t seed) {
           (d.piece_axis == 0 ? r : c) += d.piece_start;
           return static_cast<uint64_t>(r * full_cols + c);
         };
-        if (p.dtype() == DType::f64) {
-          double* x = p.data<double>();
+        if (drawn->dtype() == DType::f64) {
+          double* x = drawn->data<double>();
           for (int64_t i = 0; i < n; ++i) x[i] = d.init_std * counter_normal(key, full_index(i));
         } else {
-          float* x = p.data<float>();
+          float* x = drawn->data<float>();
           for (int64_t i = 0; i < n; ++i)
             x[i] = static_cast<float>(d.init_std * counter_normal(key, full_index(i)));
         }
         break;
       }
     }
+    if (has_master(d.group)) {
+      Tensor m = values(id);
+      stage_copy(*drawn, m);
+    }
+    stage_copy(*drawn, p);
   }
 }
 
@@ -160,6 +171,11 @@ Tensor ParameterSet::slice(const OwnedTensor& flat, int id, const char* what) co
 Tensor ParameterSet::param(int id) const {
   return slice(storage_[static_cast<size_t>(decl(id).group)].params, id, "values");
 }
+Tensor ParameterSet::values(int id) const {
+  const int g = decl(id).group;
+  return has_master(g) ? slice(storage_[static_cast<size_t>(g)].master, id, "master values")
+                       : param(id);
+}
 Tensor ParameterSet::grad(int id) const {
   SDP_CHECK(is_trained(id), "parameter ", decl(id).name,
             " is not trained by this rank (no gradient is kept for group ",
@@ -175,6 +191,10 @@ Tensor ParameterSet::adam_v(int id) const {
   return slice(storage_[static_cast<size_t>(decl(id).group)].v, id, "AdamW second moments");
 }
 Tensor ParameterSet::group_params(int g) const { return storage_[static_cast<size_t>(g)].params.view; }
+Tensor ParameterSet::group_master(int g) const { return storage_[static_cast<size_t>(g)].master.view; }
+Tensor ParameterSet::group_values(int g) const {
+  return has_master(g) ? group_master(g) : group_params(g);
+}
 Tensor ParameterSet::group_grads(int g) const { return storage_[static_cast<size_t>(g)].grads.view; }
 Tensor ParameterSet::group_adam_m(int g) const { return storage_[static_cast<size_t>(g)].m.view; }
 Tensor ParameterSet::group_adam_v(int g) const { return storage_[static_cast<size_t>(g)].v.view; }

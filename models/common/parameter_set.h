@@ -16,6 +16,11 @@
 // Each group is held (parameters allocated) or not, and trained (gradients
 // and AdamW moments allocated) or not: forward masking holds only what a rank
 // owns; backward masking holds everything but trains only what it owns.
+//
+// Mixed precision: with bf16 parameters, each trained group also keeps f32
+// master values (category master) that the optimizer updates and rounds
+// into the bf16 copy the forward reads; gradients and moments are f32
+// (accum_dtype). Held but untrained groups keep only the bf16 values.
 #include <cstdint>
 #include <optional>
 #include <string>
@@ -70,7 +75,9 @@ class ParameterSet {
   void allocate_grads();           // trained groups, category grad, zero-filled
   void allocate_adam_state();      // trained groups, category optim (m and v), zero-filled
   void release_grads();
-  void init_values(uint64_t seed); // counter-based: independent of layout and owner
+  // Counter-based: independent of layout, owner and device (values are drawn
+  // on the host in f64 and rounded once into the stored dtype).
+  void init_values(uint64_t seed);
   void zero_grads();
 
   // ---- access ----
@@ -85,11 +92,20 @@ class ParameterSet {
   bool has_adam_state() const { return has_adam_; }
 
   Tensor param(int id) const;
+  // The authoritative values: the f32 master copy where one is kept, else
+  // the parameter itself (checkpoints and gathers read these).
+  Tensor values(int id) const;
+  bool has_master(int group) const {
+    return static_cast<size_t>(group) < storage_.size() &&
+           static_cast<bool>(storage_[static_cast<size_t>(group)].master);
+  }
   Tensor grad(int id) const;
   Tensor adam_m(int id) const;
   Tensor adam_v(int id) const;
   // Flat views over a whole group: [numel].
   Tensor group_params(int g) const;
+  Tensor group_master(int g) const;  // [numel] f32; empty where no master copy is kept
+  Tensor group_values(int g) const;  // master where kept, else params
   Tensor group_grads(int g) const;
   Tensor group_adam_m(int g) const;
   Tensor group_adam_v(int g) const;
@@ -97,11 +113,12 @@ class ParameterSet {
   int64_t total_numel() const;          // all declared parameters
   int64_t materialized_numel() const;   // what this process holds
   int64_t trained_numel() const;        // what it keeps gradients for
-  DType dtype() const { return dtype_; }
+  DType dtype() const { return dtype_; }               // of the parameters
+  DType state_dtype() const { return accum_dtype(dtype_); }  // master, grads, moments
 
  private:
   struct Storage {
-    OwnedTensor params, grads, m, v;  // each [group numel]
+    OwnedTensor params, master, grads, m, v;  // each [group numel]
   };
   Tensor slice(const OwnedTensor& flat, int id, const char* what) const;
 

@@ -67,6 +67,7 @@ OwnedTensor LlamaBlock::forward(OwnedTensor x_in, const BatchShape& shape,
   const int64_t N = shape.tokens(), D = c.dim, Dh = c.head_dim();
   const int64_t qh = q_heads_per_group(), kvh = kv_heads_per_group(), fw = units_per_group();
   const DType dt = x_in->dtype();
+  const DType st = accum_dtype(dt);  // statistics: rstd, lse
   const ParameterSet& P = params_;
   shape_ = shape;
   Saved s;
@@ -78,7 +79,7 @@ OwnedTensor LlamaBlock::forward(OwnedTensor x_in, const BatchShape& shape,
     const HeadGroupParams& w = ids_.heads[static_cast<size_t>(g)];
     if (!P.is_materialized(w.wq)) continue;
     if (!s.h1) {
-      s.rstd1 = OwnedTensor(alloc, {N}, dt, kSaved);        // [N]
+      s.rstd1 = OwnedTensor(alloc, {N}, st, kSaved);        // [N]
       s.h1 = OwnedTensor(alloc, {N, D}, dt, kSaved);        // [N, D]
       ops::rmsnorm_forward(*s.x_in, P.param(ids_.norm1), c.norm_eps, *s.h1, *s.rstd1);
     }
@@ -97,9 +98,11 @@ OwnedTensor LlamaBlock::forward(OwnedTensor x_in, const BatchShape& shape,
     ops::rope_forward(q4, cos, sin, q4);
     ops::rope_forward(k4, cos, sin, k4);
     hs.attn = OwnedTensor(alloc, {N, qh * Dh}, dt, kSaved);             // [N, qh*Dh]
-    hs.lse = OwnedTensor(alloc, {shape.batch, qh, shape.seq}, dt, kSaved);  // [B, qh, T]
+    hs.lse = OwnedTensor(alloc, {shape.batch, qh, shape.seq}, st, kSaved);  // [B, qh, T]
     {
-      OwnedTensor work(alloc, {ops::attention_workspace_elems(shape.batch, shape.seq, qh, kvh, Dh)},
+      OwnedTensor work(alloc,
+                       {ops::attention_workspace_elems(shape.batch, shape.seq, qh, kvh, Dh,
+                                                       alloc.target_device())},
                        dt, kScratch);
       Tensor attn4 = hs.attn->view({shape.batch, shape.seq, qh, Dh});
       ops::attention_forward(q4, k4, v4, attn4, *hs.lse, *work);
@@ -124,7 +127,7 @@ OwnedTensor LlamaBlock::forward(OwnedTensor x_in, const BatchShape& shape,
     const FfnGroupParams& w = ids_.ffn[static_cast<size_t>(g)];
     if (!P.is_materialized(w.wgate)) continue;
     if (!s.h2) {
-      s.rstd2 = OwnedTensor(alloc, {N}, dt, kSaved);        // [N]
+      s.rstd2 = OwnedTensor(alloc, {N}, st, kSaved);        // [N]
       s.h2 = OwnedTensor(alloc, {N, D}, dt, kSaved);        // [N, D]
       ops::rmsnorm_forward(*s.x_mid, P.param(ids_.norm2), c.norm_eps, *s.h2, *s.rstd2);
     }
@@ -208,7 +211,9 @@ OwnedTensor LlamaBlock::backward_input(OwnedTensor dy, const Tensor& rope_cos,
     Tensor dk4 = hg.dk->view({sh.batch, sh.seq, kvh, Dh});
     Tensor dv4 = hg.dv->view({sh.batch, sh.seq, kvh, Dh});
     {
-      OwnedTensor work(alloc, {ops::attention_workspace_elems(sh.batch, sh.seq, qh, kvh, Dh)},
+      OwnedTensor work(alloc,
+                       {ops::attention_workspace_elems(sh.batch, sh.seq, qh, kvh, Dh,
+                                                       alloc.target_device())},
                        dt, kScratch);
       ops::attention_backward_input(d_attn->view({sh.batch, sh.seq, qh, Dh}),
                                     hs.q->view({sh.batch, sh.seq, qh, Dh}),
@@ -293,17 +298,19 @@ size_t LlamaBlock::saved_activation_bytes(const BatchShape& s, DType dtype,
   const LlamaConfig& c = config_;
   const int64_t N = s.tokens(), D = c.dim, Dh = c.head_dim();
   const int64_t qh = q_heads_per_group(), kvh = kv_heads_per_group(), fw = units_per_group();
-  const size_t e = dtype_size(dtype);
+  const size_t e = dtype_size(dtype), es = dtype_size(accum_dtype(dtype));
   auto bytes = [&](int64_t numel) { return alloc.rounded(static_cast<size_t>(numel) * e); };
+  // Statistics (rstd, lse) are kept in accum_dtype: f32 next to bf16.
+  auto stat_bytes = [&](int64_t numel) { return alloc.rounded(static_cast<size_t>(numel) * es); };
   int heads = 0, ffn = 0;
   for (const auto& h : ids_.heads) heads += params_.is_materialized(h.wq);
   for (const auto& f : ids_.ffn) ffn += params_.is_materialized(f.wgate);
   size_t total = 2 * bytes(N * D);                              // x_in, x_mid
-  if (heads > 0) total += bytes(N * D) + bytes(N);              // h1, rstd1
-  if (ffn > 0) total += bytes(N * D) + bytes(N);                // h2, rstd2
+  if (heads > 0) total += bytes(N * D) + stat_bytes(N);         // h1, rstd1
+  if (ffn > 0) total += bytes(N * D) + stat_bytes(N);           // h2, rstd2
   // per head group: q, attn; k, v; lse. per FFN group: gate, up, act.
   total += static_cast<size_t>(heads) * (2 * bytes(N * qh * Dh) + 2 * bytes(N * kvh * Dh) +
-                                         bytes(s.batch * qh * s.seq));
+                                         stat_bytes(s.batch * qh * s.seq));
   total += static_cast<size_t>(ffn) * 3 * bytes(N * fw);
   return total;
 }

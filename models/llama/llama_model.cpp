@@ -161,8 +161,9 @@ void LlamaModel::materialize(Allocator& alloc, DType dtype, const std::vector<bo
   params_.materialize(alloc, dtype, held, trained);
   const int64_t half = config_.head_dim() / 2;
   // The RoPE tables are constants of the model, not parameters.
-  rope_cos_ = OwnedTensor(alloc, {config_.max_seq, half}, dtype, MemCategory::workspace);
-  rope_sin_ = OwnedTensor(alloc, {config_.max_seq, half}, dtype, MemCategory::workspace);
+  // In accum_dtype: angles at long positions need more than bf16's 8 bits.
+  rope_cos_ = OwnedTensor(alloc, {config_.max_seq, half}, accum_dtype(dtype), MemCategory::workspace);
+  rope_sin_ = OwnedTensor(alloc, {config_.max_seq, half}, accum_dtype(dtype), MemCategory::workspace);
   ops::rope_tables(config_.rope_theta, *rope_cos_, *rope_sin_);
 }
 
@@ -194,13 +195,14 @@ double LlamaModel::forward(const Tensor& tokens, const Tensor& targets, bool kee
   h.tokens = tokens;
   h.targets = targets;
   h.x_last = run_trunk(tokens, shape, keep_for_backward);
-  h.rstd = OwnedTensor(*alloc_, {N}, dtype_, MemCategory::activation);       // [N]
+  const DType st = accum_dtype(dtype_);  // statistics and losses
+  h.rstd = OwnedTensor(*alloc_, {N}, st, MemCategory::activation);          // [N]
   h.h = OwnedTensor(*alloc_, {N, D}, dtype_, MemCategory::activation);       // [N, D]
   ops::rmsnorm_forward(*h.x_last, params_.param(final_norm_), config_.norm_eps, *h.h, *h.rstd);
   h.logits = OwnedTensor(*alloc_, {N, V}, dtype_, MemCategory::activation);  // [N, V]
   ops::linear_forward(*h.h, params_.param(head_), *h.logits);
-  h.lse = OwnedTensor(*alloc_, {N}, dtype_, MemCategory::activation);        // [N]
-  OwnedTensor losses(*alloc_, {N}, dtype_, MemCategory::workspace);          // [N]
+  h.lse = OwnedTensor(*alloc_, {N}, st, MemCategory::activation);           // [N]
+  OwnedTensor losses(*alloc_, {N}, st, MemCategory::workspace);             // [N]
   ops::cross_entropy_forward(*h.logits, targets.view({N}), *losses, *h.lse);
 
   double total = 0;
@@ -209,10 +211,9 @@ double LlamaModel::forward(const Tensor& tokens, const Tensor& targets, bool kee
     total = std::numeric_limits<double>::quiet_NaN();
     valid_targets_ = N;
   } else {
-    const int32_t* t = targets.data<int32_t>();
-    for (int64_t i = 0; i < N; ++i) valid_targets_ += t[i] >= 0;
-    // sum_squares would lose the sign; the losses are read back directly.
-    for (int64_t i = 0; i < N; ++i) total += ops::item(*losses, i);
+    // One reduction each, on the device that holds them (one read-back on CUDA).
+    valid_targets_ = ops::count_nonnegative(targets);
+    total = ops::sum(*losses);
   }
   if (keep_for_backward) head_ctx_ = std::move(h);
   return total;
@@ -268,7 +269,7 @@ void LlamaModel::logits(const Tensor& tokens, Tensor& out) {
   const int64_t N = shape.tokens(), D = config_.dim, V = config_.vocab;
   expect_shape(out, {shape.batch, shape.seq, V}, "logits", "out");
   OwnedTensor x = run_trunk(tokens, shape, false);
-  OwnedTensor rstd(*alloc_, {N}, dtype_, MemCategory::workspace);     // [N]
+  OwnedTensor rstd(*alloc_, {N}, accum_dtype(dtype_), MemCategory::workspace);  // [N]
   OwnedTensor h(*alloc_, {N, D}, dtype_, MemCategory::workspace);     // [N, D]
   ops::rmsnorm_forward(*x, params_.param(final_norm_), config_.norm_eps, *h, *rstd);
   Tensor out2 = out.view({N, V});
@@ -278,13 +279,14 @@ void LlamaModel::logits(const Tensor& tokens, Tensor& out) {
 size_t LlamaModel::saved_activation_bytes(const BatchShape& shape) const {
   SDP_CHECK(alloc_, "materialize() the model before planning activations");
   const int64_t N = shape.tokens();
-  const size_t e = dtype_size(dtype_);
+  const size_t e = dtype_size(dtype_), es = dtype_size(accum_dtype(dtype_));
   auto bytes = [&](int64_t numel) { return alloc_->rounded(static_cast<size_t>(numel) * e); };
+  auto stat_bytes = [&](int64_t numel) { return alloc_->rounded(static_cast<size_t>(numel) * es); };
   size_t total = 0;
   for (const auto& block : blocks_)
     if (block->active()) total += block->saved_activation_bytes(shape, dtype_, *alloc_);
   // Last block output, final norm (rstd, h), logits, lse.
-  total += 2 * bytes(N * config_.dim) + 2 * bytes(N) + bytes(N * config_.vocab);
+  total += 2 * bytes(N * config_.dim) + 2 * stat_bytes(N) + bytes(N * config_.vocab);
   return total;
 }
 
