@@ -95,6 +95,28 @@ void Communicator::all_reduce(Tensor& buffer, ReduceOp op) {
   do_all_reduce(buffer, op);
 }
 
+namespace {
+struct FinishedCollective final : PendingCollective {
+  void wait() override {}
+};
+}  // namespace
+
+std::unique_ptr<PendingCollective> Communicator::all_reduce_async(Tensor& buffer, ReduceOp op) {
+  const std::string at = where(Op::all_reduce);
+  check_buffer(at, buffer, "buffer");
+  check_reducible(at, buffer, op);
+  check_supported(Op::all_reduce, buffer, true);
+  stats_->record(Op::all_reduce, name_, size_, static_cast<int64_t>(buffer.bytes()), false);
+  if (buffer.device() == Device::meta) return std::make_unique<FinishedCollective>();
+  return do_all_reduce_async(buffer, op);
+}
+
+std::unique_ptr<PendingCollective> Communicator::do_all_reduce_async(Tensor& buffer,
+                                                                     ReduceOp op) {
+  do_all_reduce(buffer, op);
+  return std::make_unique<FinishedCollective>();
+}
+
 void Communicator::reduce_scatter(const Tensor& input, Tensor& output, ReduceOp op) {
   const std::string at = where(Op::reduce_scatter);
   check_buffer(at, input, "input");

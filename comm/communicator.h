@@ -79,6 +79,16 @@ struct CommOptions {
   double timeout_seconds = 600;
 };
 
+// A collective started without waiting (Communicator::all_reduce_async):
+// its buffer must not be touched until wait() has returned. wait() applies
+// the same deadline as a blocking call; calling it again does nothing. A
+// handle destroyed without wait() waits in its destructor.
+class PendingCollective {
+ public:
+  virtual ~PendingCollective() = default;
+  virtual void wait() = 0;
+};
+
 class Communicator {
  public:
   virtual ~Communicator() = default;
@@ -97,6 +107,10 @@ class Communicator {
   // Reductions take f32, f64, i32 (sum only) and bf16 (device backends);
   // the others move any dtype. Every call waits until it has finished.
   void all_reduce(Tensor& buffer, ReduceOp op);
+  // Starts the same all-reduce and returns at once, so that the caller can
+  // go on computing (gradient buckets during backward). Counted when
+  // started. Backends with no asynchronous form finish it before returning.
+  std::unique_ptr<PendingCollective> all_reduce_async(Tensor& buffer, ReduceOp op);
   // input [size * n] -> output [n]: this rank's reduced chunk.
   void reduce_scatter(const Tensor& input, Tensor& output, ReduceOp op);
   // input [n] -> output [size * n], chunks in group-rank order.
@@ -126,6 +140,8 @@ class Communicator {
   const std::shared_ptr<CommStats>& shared_stats() const { return stats_; }
 
   virtual void do_all_reduce(Tensor& buffer, ReduceOp op) = 0;
+  // Default: do_all_reduce, then an already finished handle.
+  virtual std::unique_ptr<PendingCollective> do_all_reduce_async(Tensor& buffer, ReduceOp op);
   virtual void do_reduce_scatter(const Tensor& input, Tensor& output, ReduceOp op) = 0;
   virtual void do_all_gather(const Tensor& input, Tensor& output) = 0;
   virtual void do_broadcast(Tensor& buffer, int root) = 0;

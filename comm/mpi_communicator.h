@@ -23,6 +23,8 @@ class MpiCommunicator final : public Communicator {
 
  protected:
   void do_all_reduce(Tensor& buffer, ReduceOp op) override;
+  // MPI_Iallreduce; the handle waits under the deadline and averages.
+  std::unique_ptr<PendingCollective> do_all_reduce_async(Tensor& buffer, ReduceOp op) override;
   void do_reduce_scatter(const Tensor& input, Tensor& output, ReduceOp op) override;
   void do_all_gather(const Tensor& input, Tensor& output) override;
   void do_broadcast(Tensor& buffer, int root) override;

@@ -67,6 +67,9 @@ void add_options(CLI::App& app, CliOptions& o) {
   par->add_option("--head-groups", c.head_groups,
                   "Neuron strategies: head groups per block (0 = largest <= 4 dividing the KV "
                   "heads)");
+  par->add_option("--bucket-mb", c.bucket_mb,
+                  "Gradient buckets (MiB) reduced during backward; 0 = after backward; "
+                  "-1 = auto (25 on cuda, 0 elsewhere)");
   par->add_option("--comm-timeout", c.comm_timeout,
                   "Seconds a collective may take before the job ends (0 = wait forever)");
   par->add_option("--emulate-world", c.emulate_world,

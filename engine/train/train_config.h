@@ -46,6 +46,11 @@ struct TrainConfig {
   int64_t head_groups = 0;              //   and attention head groups per block
                                         //   (0 = the largest count <= 4 that divides)
   double comm_timeout = 600;            // seconds a collective may take before the job ends
+  // Gradient buckets (MiB) reduced during backward (overlap); 0 = one
+  // reduction per storage group after backward; -1 = auto: 25 on cuda, 0
+  // on cpu and meta (host MPI progresses a non-blocking reduction only
+  // inside MPI calls, so buckets would only add calls there).
+  double bucket_mb = -1;
   // rank emulation: run rank `emulate_rank` of an `emulate_world`-rank job in
   // this process (collectives skipped but counted); 0 = off
   int64_t emulate_world = 0;

@@ -76,6 +76,8 @@ Trainer::Trainer(const TrainConfig& config, std::unique_ptr<comm::Communicator> 
   SDP_CHECK(device_name(alloc_->device()) == config_.device, "allocator for device ",
             device_name(alloc_->device()), " given to a run configured for ", config_.device);
   if (config_.threads > 0) omp_set_num_threads(config_.threads);
+  stream_ = std::make_unique<ops::ComputeStream>(alloc_->device());
+  ops::ComputeStream::Scope on_stream(*stream_);
   const llama::LlamaConfig mc = llama::LlamaConfig::named(config_.model);
   if (config_.seq > mc.max_seq)
     fail("config: seq = ", config_.seq, " exceeds model ", mc.name, "'s max_seq ", mc.max_seq);
@@ -94,6 +96,11 @@ Trainer::Trainer(const TrainConfig& config, std::unique_ptr<comm::Communicator> 
   model_->params().init_values(config_.seed);  // same values on every owner
   model_->params().allocate_grads();
   groups_ = std::make_unique<OwnerGroups>(w, layout_);
+  const double bucket_mb =
+      config_.bucket_mb >= 0 ? config_.bucket_mb : alloc_->device() == Device::cuda ? 25.0 : 0.0;
+  if (bucket_mb > 0)
+    buckets_ = std::make_unique<GradientBuckets>(model_->params(), *groups_,
+                                                 static_cast<size_t>(bucket_mb * (1 << 20)));
   optimizer_ = std::make_unique<AdamW>(
       model_->params(),
       AdamWSettings{config_.beta1, config_.beta2, config_.eps, config_.weight_decay});
@@ -145,6 +152,7 @@ void Trainer::load_batch(data::TokenSource& source) {
 }
 
 StepResult Trainer::train_step() {
+  ops::ComputeStream::Scope on_stream(*stream_);
   using clock = std::chrono::steady_clock;
   const auto start = clock::now();
   MemoryStats& mem = alloc_->stats();
@@ -165,13 +173,24 @@ StepResult Trainer::train_step() {
       loss_sum += model_->forward(*tokens_, *targets_);
     }
     PhaseScope phase(mem, Phase::backward);
-    model_->backward(loss_scale);
+    const bool last = micro + 1 == config_.grad_accum;
+    if (last && buckets_) {
+      // Buckets of final gradients start reducing while backward goes on.
+      buckets_->start();
+      model_->backward(loss_scale, false,
+                       [this](std::span<const int> ids) { buckets_->ready(ids); });
+    } else {
+      model_->backward(loss_scale);
+    }
   }
 
   StepResult r;
   {
     PhaseScope phase(mem, Phase::communication);
-    groups_->average_gradients(params);
+    if (buckets_)
+      buckets_->finish();  // what backward did not start yet, then wait for all
+    else
+      groups_->average_gradients(params);
     // One small all-reduce carries the loss and this rank's share of the
     // squared gradient norm (each group counted once, by its root).
     double* ctl = control_->data<double>();
@@ -262,6 +281,7 @@ double Trainer::mean_loss(llama::LlamaModel& model) {
 }
 
 EvalResult Trainer::evaluate_all() {
+  ops::ComputeStream::Scope on_stream(*stream_);
   comm::Communicator& w = *world_;
   EvalResult out;
   // Each rank's own subnetwork, gathered to every rank.

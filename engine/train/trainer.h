@@ -22,9 +22,11 @@
 #include "engine/data/token_source.h"
 #include "engine/optim/adamw.h"
 #include "engine/optim/lr_schedule.h"
+#include "engine/parallel/gradient_buckets.h"
 #include "engine/parallel/owner_groups.h"
 #include "engine/parallel/strategy.h"
 #include "engine/train/train_config.h"
+#include "kernels/compute_stream.h"
 #include "models/llama/llama_model.h"
 
 namespace sdp {
@@ -106,6 +108,8 @@ class Trainer {
   std::unique_ptr<Allocator> alloc_;
   std::unique_ptr<llama::LlamaModel> model_;
   std::unique_ptr<OwnerGroups> groups_;
+  std::unique_ptr<GradientBuckets> buckets_;  // null: one reduction per group after backward
+  std::unique_ptr<ops::ComputeStream> stream_;  // cuda: this trainer's compute stream
   std::unique_ptr<AdamW> optimizer_;
   LrSchedule schedule_;
   std::unique_ptr<data::TokenSource> train_data_;

@@ -68,6 +68,7 @@ void read_parameter_set(ParameterSet& p, const ck::SafetensorsFile& weights,
 }
 
 void Trainer::save_checkpoint(const fs::path& dir) {
+  ops::ComputeStream::Scope on_stream(*stream_);
   if (alloc_->device() == Device::meta)
     fail("checkpoints need values; a meta (dry) run holds none");
   if (world_->backend() == "emulated")
@@ -110,6 +111,7 @@ void Trainer::save_checkpoint(const fs::path& dir) {
 }
 
 void Trainer::load_checkpoint(const fs::path& dir) {
+  ops::ComputeStream::Scope on_stream(*stream_);
   const nlohmann::json state = ck::read_json_file(dir / "trainer_state.json");
   if (state.value("format_version", 0) != kFormatVersion)
     fail("checkpoint ", dir.string(), ": format_version ", state.value("format_version", 0),

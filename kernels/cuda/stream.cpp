@@ -1,15 +1,24 @@
 #include "kernels/cuda/stream.h"
 
+#include "engine/core/device_stream.h"
 #include "kernels/cuda/cuda_check.h"
 
 namespace sdp::cuda {
 
-namespace {
-thread_local cudaStream_t current = nullptr;
+cudaStream_t compute_stream() { return static_cast<cudaStream_t>(current_compute_stream()); }
+void set_compute_stream(cudaStream_t stream) { set_current_compute_stream(stream); }
+void synchronize_compute_stream() { CUDA_CHECK(cudaStreamSynchronize(compute_stream())); }
+
+cudaStream_t create_compute_stream() {
+  cudaStream_t s = nullptr;
+  CUDA_CHECK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
+  return s;
 }
 
-cudaStream_t compute_stream() { return current; }
-void set_compute_stream(cudaStream_t stream) { current = stream; }
-void synchronize_compute_stream() { CUDA_CHECK(cudaStreamSynchronize(current)); }
+void destroy_compute_stream(cudaStream_t stream) {
+  // Never throws (called from destructors); a failure here is only reported.
+  if (cudaStreamSynchronize(stream) != cudaSuccess || cudaStreamDestroy(stream) != cudaSuccess)
+    cudaGetLastError();
+}
 
 }  // namespace sdp::cuda

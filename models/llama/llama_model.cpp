@@ -219,7 +219,35 @@ double LlamaModel::forward(const Tensor& tokens, const Tensor& targets, bool kee
   return total;
 }
 
-void LlamaModel::backward(double loss_scale, bool split_weight_grads) {
+namespace {
+
+// The trained parameters among `ids`, reported to `ready` when it is set.
+void report_trained(const ParameterSet& p, std::initializer_list<int> ids, const GradsReady& ready) {
+  if (!ready) return;
+  std::vector<int> trained;
+  for (int id : ids)
+    if (id >= 0 && p.is_trained(id)) trained.push_back(id);
+  if (!trained.empty()) ready(trained);
+}
+
+void report_block(const ParameterSet& p, const LlamaBlock& block, const GradsReady& ready) {
+  if (!ready) return;
+  const BlockParams& b = block.ids();
+  std::vector<int> trained;
+  for (int id : {b.norm1, b.norm2})
+    if (id >= 0 && p.is_trained(id)) trained.push_back(id);
+  for (const HeadGroupParams& h : b.heads)
+    for (int id : {h.wq, h.wk, h.wv, h.wo})
+      if (id >= 0 && p.is_trained(id)) trained.push_back(id);
+  for (const FfnGroupParams& f : b.ffn)
+    for (int id : {f.wgate, f.wup, f.wdown})
+      if (id >= 0 && p.is_trained(id)) trained.push_back(id);
+  if (!trained.empty()) ready(trained);
+}
+
+}  // namespace
+
+void LlamaModel::backward(double loss_scale, bool split_weight_grads, const GradsReady& ready) {
   SDP_CHECK(head_ctx_, "backward() without a preceding forward()");
   SDP_CHECK(params_.has_grads(), "backward() needs allocated gradients (allocate_grads())");
   HeadContext& h = *head_ctx_;
@@ -243,23 +271,32 @@ void LlamaModel::backward(double loss_scale, bool split_weight_grads) {
   dh = OwnedTensor();
   const Tensor tokens = h.tokens;
   head_ctx_.reset();
+  // A tied head's gradient is final only after the embedding's part.
+  report_trained(params_, {final_norm_, config_.tie_embeddings ? -1 : head_}, ready);
 
   for (size_t i = blocks_.size(); i-- > 0;) {
     LlamaBlock& block = *blocks_[i];
     if (!block.active()) continue;
     const bool trained = block.trained();
     dx = block.backward_input(std::move(dx), *rope_cos_, *rope_sin_, trained, *alloc_);
-    if (trained && !split_weight_grads) block.backward_weight();
+    if (trained && !split_weight_grads) {
+      block.backward_weight();
+      report_block(params_, block, ready);
+    }
   }
   if (params_.is_trained(embed_)) {
     Tensor d_embed = params_.grad(embed_);
     ops::embedding_backward_weight(tokens.view({N}), *dx, d_embed);
   }
+  report_trained(params_, {embed_}, ready);
 }
 
-void LlamaModel::backward_weight() {
+void LlamaModel::backward_weight(const GradsReady& ready) {
   for (size_t i = blocks_.size(); i-- > 0;)
-    if (blocks_[i]->active() && blocks_[i]->trained()) blocks_[i]->backward_weight();
+    if (blocks_[i]->active() && blocks_[i]->trained()) {
+      blocks_[i]->backward_weight();
+      report_block(params_, *blocks_[i], ready);
+    }
 }
 
 void LlamaModel::logits(const Tensor& tokens, Tensor& out) {

@@ -7,8 +7,10 @@
 // group holds each component. The default layout is one group per
 // component: block granularity gives group 0 = shared (embedding, final
 // norm, head) and group 1 + b = block b.
+#include <functional>
 #include <memory>
 #include <optional>
+#include <span>
 #include <vector>
 
 #include "engine/core/tensor.h"
@@ -18,6 +20,11 @@
 #include "models/llama/llama_config.h"
 
 namespace sdp::llama {
+
+// Told, during backward, which parameters' gradients are final (their
+// last contribution of this backward has been accumulated), so their
+// reduction can start while backward goes on.
+using GradsReady = std::function<void(std::span<const int> param_ids)>;
 
 class LlamaModel {
  public:
@@ -61,10 +68,13 @@ class LlamaModel {
   // parameters accumulate into params().grad(); held but untrained ones
   // (backward masking) get none, and no work is spent on them. With
   // split_weight_grads, blocks keep what they need and the caller runs
-  // backward_weight() later (2BP).
-  void backward(double loss_scale, bool split_weight_grads = false);
+  // backward_weight() later (2BP). `ready`, when set, hears of every
+  // trained parameter once its gradient is final, in the order backward
+  // finishes them (head, then blocks from last to first, then embedding).
+  void backward(double loss_scale, bool split_weight_grads = false,
+                const GradsReady& ready = {});
   // Deferred weight gradients of every block still holding them.
-  void backward_weight();
+  void backward_weight(const GradsReady& ready = {});
   // Inference forward: logits [B, T, V]; saves nothing.
   void logits(const Tensor& tokens, Tensor& out);
 
