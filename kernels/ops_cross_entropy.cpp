@@ -5,12 +5,25 @@
 #include "kernels/ops.h"
 #include "kernels/ops_validate.h"
 
+#ifdef SDP_HAVE_CUDA
+#include "kernels/cuda/cross_entropy.h"
+#endif
+
 namespace sdp::ops {
 
 namespace {
 
-// Checks logits [..., V] (V >= 1), targets [...] i32, and a per-row float
-// tensor `row_stat` [...]; returns V.
+// A per-row statistic (losses, lse) of logits [..., V]: [...] and
+// accum_dtype(logits), i.e. f32 next to bf16 logits, else the logits' dtype.
+void check_row_stat(const Tensor& stat, const Tensor& logits, const char* arg, const char* op) {
+  expect_same_device(stat, logits, op);
+  detail::expect_accum(stat, logits.dtype(), op, arg);
+  expect_contiguous(stat, op, arg);
+  expect_shape(stat, detail::without_last_dim(logits), op, arg);
+}
+
+// Checks logits [..., V] (V >= 1), targets [...] i32, and the per-row
+// statistic `row_stat` [...]; returns V.
 int64_t check_cross_entropy(const Tensor& logits, const Tensor& targets, const Tensor& row_stat,
                             const char* row_arg, const char* op) {
   detail::expect_float(logits, op, "logits");
@@ -23,13 +36,13 @@ int64_t check_cross_entropy(const Tensor& logits, const Tensor& targets, const T
   expect_dtype(targets, DType::i32, op, "targets");
   expect_contiguous(targets, op, "targets");
   expect_shape(targets, rows, op, "targets");
-  detail::expect_like(row_stat, logits, op, row_arg);
-  expect_shape(row_stat, rows, op, row_arg);
+  check_row_stat(row_stat, logits, row_arg, op);
   return v;
 }
 
 // Negative targets mean "ignore this row"; one at or above V is a data bug
-// that would otherwise read outside the row.
+// that would otherwise read outside the row. Host tensors only: the CUDA
+// kernels check device targets themselves (cuda/cross_entropy.h).
 void check_targets(const Tensor& targets, int64_t v, const char* op) {
   const int32_t* t = targets.data<int32_t>();
   for (int64_t i = 0; i < targets.numel(); ++i)
@@ -44,9 +57,14 @@ void cross_entropy_forward(const Tensor& logits, const Tensor& targets, Tensor& 
                            Tensor& lse) {
   constexpr const char* op = "cross_entropy_forward";
   const int64_t v = check_cross_entropy(logits, targets, losses, "losses", op);
-  detail::expect_like(lse, logits, op, "lse");
-  expect_shape(lse, targets.shape(), op, "lse");
-  if (!detail::runs_on_cpu(logits, op)) return;
+  check_row_stat(lse, logits, "lse", op);
+  switch (detail::backend_of(logits, op)) {
+    case detail::Backend::meta: return;
+    case detail::Backend::cuda:
+      SDP_ON_CUDA(cuda::cross_entropy_forward(logits, targets, losses, lse));
+      return;
+    case detail::Backend::cpu: break;
+  }
   check_targets(targets, v, op);
   detail::on_float_dtype(logits.dtype(), op, [&](auto tag) {
     using T = decltype(tag);
@@ -61,7 +79,13 @@ void cross_entropy_backward_input(const Tensor& logits, const Tensor& targets,
   const int64_t v = check_cross_entropy(logits, targets, lse, "lse", op);
   detail::expect_like(dlogits, logits, op, "dlogits");
   expect_shape(dlogits, logits.shape(), op, "dlogits");
-  if (!detail::runs_on_cpu(logits, op)) return;
+  switch (detail::backend_of(logits, op)) {
+    case detail::Backend::meta: return;
+    case detail::Backend::cuda:
+      SDP_ON_CUDA(cuda::cross_entropy_backward_input(logits, targets, lse, grad_scale, dlogits));
+      return;
+    case detail::Backend::cpu: break;
+  }
   check_targets(targets, v, op);
   detail::on_float_dtype(logits.dtype(), op, [&](auto tag) {
     using T = decltype(tag);

@@ -109,3 +109,27 @@ TEST_CASE("cross_entropy on meta computes nothing but checks shapes", "[ops]") {
   REQUIRE_THROWS_WITH(ops::cross_entropy_backward_input(*logits, *targets, *lse, 1.0, *bad),
                       Catch::Contains("cross_entropy_backward_input"));
 }
+
+TEST_CASE("cross_entropy on meta takes f32 losses and lse next to bf16 logits", "[ops]") {
+  MetaAllocator meta(512, Device::cuda);
+  auto make = [&](Shape s, DType dt) {
+    return OwnedTensor(meta, s, dt, MemCategory::activation);
+  };
+  OwnedTensor logits = make({2, kN, kV}, DType::bf16), targets = make({2, kN}, DType::i32);
+  OwnedTensor losses = make({2, kN}, DType::f32), lse = make({2, kN}, DType::f32);
+  OwnedTensor bf16_lse = make({2, kN}, DType::bf16);
+  ops::cross_entropy_forward(*logits, *targets, *losses, *lse);
+  ops::cross_entropy_backward_input(*logits, *targets, *lse, 0.5, *logits);
+  REQUIRE_THROWS_WITH(ops::cross_entropy_forward(*logits, *targets, *losses, *bf16_lse),
+                      Catch::Contains("cross_entropy_forward") &&
+                          Catch::Contains("lse has dtype bf16, expected f32"));
+  REQUIRE_THROWS_WITH(ops::cross_entropy_forward(*logits, *targets, *bf16_lse, *lse),
+                      Catch::Contains("losses has dtype bf16, expected f32"));
+  REQUIRE_THROWS_WITH(
+      ops::cross_entropy_backward_input(*logits, *targets, *bf16_lse, 0.5, *logits),
+      Catch::Contains("cross_entropy_backward_input") && Catch::Contains("lse"));
+  OwnedTensor f32_dlogits = make({2, kN, kV}, DType::f32);
+  REQUIRE_THROWS_WITH(
+      ops::cross_entropy_backward_input(*logits, *targets, *lse, 0.5, *f32_dlogits),
+      Catch::Contains("dlogits has dtype f32, expected bf16"));
+}

@@ -93,3 +93,49 @@ TEST_CASE("linear on meta computes nothing but checks shapes", "[ops]") {
   ops::linear_backward_weight(*y, *x, *w);
   REQUIRE_THROWS_WITH(ops::linear_forward(*x, *w, *bad), Catch::Contains("linear_forward"));
 }
+
+TEST_CASE("linear on meta accepts mixed precision: bf16 activations, f32 weight gradient",
+          "[ops]") {
+  MetaAllocator meta(512, Device::cuda);
+  auto make = [&](Shape s, DType dt) {
+    return OwnedTensor(meta, s, dt, MemCategory::activation);
+  };
+  OwnedTensor x = make({kN, kIn}, DType::bf16), w = make({kOut, kIn}, DType::bf16);
+  OwnedTensor y = make({kN, kOut}, DType::bf16);     // also dy
+  OwnedTensor dw = make({kOut, kIn}, DType::f32);     // accum_dtype(bf16)
+  OwnedTensor bf16_dw = make({kOut, kIn}, DType::bf16), f32_x = make({kN, kIn}, DType::f32);
+  OwnedTensor f32_y = make({kN, kOut}, DType::f32), f32_w = make({kOut, kIn}, DType::f32);
+  ops::linear_forward(*x, *w, *y);
+  ops::linear_backward_input(*y, *w, *x);
+  ops::linear_backward_weight(*y, *x, *dw);
+  // f32 mode: all f32, dw too.
+  ops::linear_backward_weight(*f32_y, *f32_x, *dw);
+
+  REQUIRE_THROWS_WITH(ops::linear_backward_weight(*y, *x, *bf16_dw),
+                      Catch::Contains("linear_backward_weight") &&
+                          Catch::Contains("dw has dtype bf16, expected f32"));
+  REQUIRE_THROWS_WITH(ops::linear_backward_weight(*f32_y, *x, *dw),
+                      Catch::Contains("linear_backward_weight") &&
+                          Catch::Contains("dy has dtype f32, expected bf16"));
+  REQUIRE_THROWS_WITH(ops::linear_backward_weight(*y, *f32_x, *dw),
+                      Catch::Contains("dy has dtype bf16, expected f32"));
+  REQUIRE_THROWS_WITH(ops::linear_forward(*x, *f32_w, *y),
+                      Catch::Contains("linear_forward") &&
+                          Catch::Contains("w has dtype f32, expected bf16"));
+  REQUIRE_THROWS_WITH(ops::linear_forward(*x, *w, *f32_y),
+                      Catch::Contains("y has dtype f32, expected bf16"));
+  REQUIRE_THROWS_WITH(ops::linear_backward_input(*y, *f32_w, *x),
+                      Catch::Contains("linear_backward_input") && Catch::Contains("w has dtype"));
+}
+
+TEST_CASE("linear on the CPU rejects bf16 and a weight gradient of another dtype", "[ops]") {
+  Arena arena;
+  Tensor x = arena.make({kN, kIn}), dy = arena.make({kN, kOut});
+  Tensor f32_dw = arena.make({kOut, kIn}, DType::f32);
+  REQUIRE_THROWS_WITH(ops::linear_backward_weight(dy, x, f32_dw),
+                      Catch::Contains("dw has dtype f32, expected f64"));
+  Tensor bx = arena.make({kN, kIn}, DType::bf16), bw = arena.make({kOut, kIn}, DType::bf16);
+  Tensor by = arena.make({kN, kOut}, DType::bf16);
+  REQUIRE_THROWS_WITH(ops::linear_forward(bx, bw, by),
+                      Catch::Contains("linear_forward") && Catch::Contains("valid on the CPU"));
+}

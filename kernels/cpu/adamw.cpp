@@ -66,9 +66,17 @@ void adamw_update(T* param, const T* grad, T* m, T* v, int64_t n, const AdamWSca
   }
 }
 
+template <typename T>
+void round_to_bf16(const T* src, bf16* dst, int64_t n) {
+#pragma omp parallel for schedule(static) if (n > 32768)
+  for (int64_t i = 0; i < n; ++i) dst[i] = bf16::from_float(static_cast<float>(src[i]));
+}
+
 template void adamw_update<float>(float*, const float*, float*, float*, int64_t,
                                   const AdamWScalars&);
 template void adamw_update<double>(double*, const double*, double*, double*, int64_t,
                                    const AdamWScalars&);
+template void round_to_bf16<float>(const float*, bf16*, int64_t);
+template void round_to_bf16<double>(const double*, bf16*, int64_t);
 
 }  // namespace sdp::cpu
