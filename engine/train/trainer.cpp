@@ -11,6 +11,7 @@
 #include "kernels/ops.h"
 #ifdef SDP_HAVE_CUDA
 #include "kernels/cuda/device_allocator.h"
+#include "kernels/cuda/gemm.h"
 #endif
 
 namespace sdp {
@@ -229,6 +230,11 @@ StepResult Trainer::train_step() {
   r.seconds = std::chrono::duration<double>(clock::now() - start).count();
   r.flops = ops::flops_counted();
   r.memory = memory_json(mem, alloc_->device_memory_info());
+#ifdef SDP_HAVE_CUDA
+  // cuBLASLt's workspace is the one device buffer outside the allocator: a
+  // fixed per-process cost, like the CUDA context, shown beside the figures.
+  if (alloc_->device() == Device::cuda) r.memory["gemm_workspace"] = cuda::gemm_workspace_bytes();
+#endif
   r.comm = w.stats().to_json();
   if (alloc_->device() == Device::meta || w.backend() == "emulated") {
     // Meta computes nothing; an emulated rank never hears from the others.
