@@ -92,3 +92,22 @@ TEST_CASE("embedding on meta computes nothing but checks shapes", "[ops]") {
   REQUIRE_THROWS_WITH(ops::embedding_forward(*tokens, *table, *bad),
                       Catch::Contains("embedding_forward"));
 }
+
+TEST_CASE("embedding's dtable is the accum dtype (f32 next to bf16)", "[ops]") {
+  MetaAllocator meta(512, Device::cuda);
+  OwnedTensor tokens(meta, {2, 3}, DType::i32, MemCategory::activation);     // [2, 3]
+  OwnedTensor table(meta, {kV, kD}, DType::bf16, MemCategory::param);        // [V, D]
+  OwnedTensor out(meta, {2, 3, kD}, DType::bf16, MemCategory::activation);   // [2, 3, D]
+  OwnedTensor dtable(meta, {kV, kD}, DType::f32, MemCategory::grad);         // [V, D]
+  ops::embedding_forward(*tokens, *table, *out);
+  ops::embedding_backward_weight(*tokens, *out, *dtable);
+  REQUIRE_THROWS_WITH(ops::embedding_backward_weight(*tokens, *out, *table),
+                      Catch::Contains("embedding_backward_weight") && Catch::Contains("dtable") &&
+                          Catch::Contains("expected f32"));
+  OwnedTensor out32(meta, {2, 3, kD}, DType::f32, MemCategory::activation);  // [2, 3, D]
+  REQUIRE_THROWS_WITH(ops::embedding_forward(*tokens, *table, *out32),
+                      Catch::Contains("embedding_forward") && Catch::Contains("out"));
+  OwnedTensor dtable64(meta, {kV, kD}, DType::f64, MemCategory::grad);       // [V, D]
+  REQUIRE_THROWS_WITH(ops::embedding_backward_weight(*tokens, *out, *dtable64),
+                      Catch::Contains("dtable") && Catch::Contains("f64"));
+}

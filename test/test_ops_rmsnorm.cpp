@@ -95,3 +95,41 @@ TEST_CASE("rmsnorm on meta computes nothing but checks shapes", "[ops]") {
   REQUIRE_THROWS_WITH(ops::rmsnorm_backward_input(*bad, *x, *w, *r, *y),
                       Catch::Contains("rmsnorm_backward_input"));
 }
+
+TEST_CASE("rmsnorm keeps rstd and dweight in the accum dtype (f32 next to bf16)", "[ops]") {
+  MetaAllocator meta(512, Device::cuda);
+  auto make = [&](Shape s, DType dtype) {
+    return OwnedTensor(meta, s, dtype, MemCategory::activation);
+  };
+  OwnedTensor x = make({2, kN, kD}, DType::bf16), y = make({2, kN, kD}, DType::bf16);
+  OwnedTensor w = make({kD}, DType::bf16), dw = make({kD}, DType::f32);
+  OwnedTensor r = make({2, kN}, DType::f32);
+  ops::rmsnorm_forward(*x, *w, kEps, *y, *r);
+  ops::rmsnorm_backward_input(*y, *x, *w, *r, *y);
+  ops::rmsnorm_backward_weight(*y, *x, *r, *dw);
+
+  OwnedTensor r64 = make({2, kN}, DType::f64), r16 = make({2, kN}, DType::bf16);
+  OwnedTensor dw16 = make({kD}, DType::bf16), w32 = make({kD}, DType::f32);
+  REQUIRE_THROWS_WITH(ops::rmsnorm_forward(*x, *w, kEps, *y, *r64),
+                      Catch::Contains("rmsnorm_forward") && Catch::Contains("rstd") &&
+                          Catch::Contains("f64") && Catch::Contains("expected f32"));
+  REQUIRE_THROWS_WITH(ops::rmsnorm_backward_input(*y, *x, *w, *r16, *y),
+                      Catch::Contains("rstd") && Catch::Contains("expected f32"));
+  REQUIRE_THROWS_WITH(ops::rmsnorm_backward_weight(*y, *x, *r, *dw16),
+                      Catch::Contains("dweight") && Catch::Contains("expected f32"));
+  REQUIRE_THROWS_WITH(ops::rmsnorm_forward(*x, *w32, kEps, *y, *r),
+                      Catch::Contains("weight") && Catch::Contains("expected bf16"));
+
+  // f32 and f64 activations keep their own dtype for everything.
+  OwnedTensor x64 = make({kN, kD}, DType::f64), w64 = make({kD}, DType::f64);
+  OwnedTensor r32 = make({kN}, DType::f32);
+  REQUIRE_THROWS_WITH(ops::rmsnorm_forward(*x64, *w64, kEps, *x64, *r32),
+                      Catch::Contains("rstd") && Catch::Contains("expected f64"));
+
+  Arena arena;  // the CPU has no bf16 kernels
+  Tensor xc = arena.make({kN, kD}, DType::bf16), wc = arena.make({kD}, DType::bf16);
+  Tensor rc = arena.make({kN}, DType::f32);
+  REQUIRE_THROWS_WITH(ops::rmsnorm_forward(xc, wc, kEps, xc, rc),
+                      Catch::Contains("rmsnorm_forward") && Catch::Contains("bf16") &&
+                          Catch::Contains("CPU"));
+}

@@ -127,3 +127,28 @@ TEST_CASE("rope on meta computes nothing; bad shapes throw naming the op", "[ops
   Tensor xc = arena.make({1, 2, 1, 4}, DType::f64), cc = arena.make({2, 2}, DType::f32);
   REQUIRE_THROWS_WITH(ops::rope_forward(xc, cc, cc, xc), Catch::Contains("dtype"));
 }
+
+TEST_CASE("rope tables are the accum dtype (f32 next to bf16)", "[ops]") {
+  sdp::MetaAllocator meta(512, Device::cuda);
+  std::deque<OwnedTensor> owned;
+  auto make = [&](Shape shape, DType dtype) {
+    return owned.emplace_back(meta, shape, dtype, MemCategory::activation).view;
+  };
+  Tensor c = make({16, 4}, DType::f32), s = make({16, 4}, DType::f32);   // [T, Dh/2]
+  Tensor x = make({2, 16, 3, 8}, DType::bf16);                         // [B, T, H, Dh]
+  ops::rope_tables(10000.0, c, s);
+  ops::rope_forward(x, c, s, x);
+  ops::rope_backward_input(x, c, s, x);
+
+  Tensor c16 = make({16, 4}, DType::bf16), c64 = make({16, 4}, DType::f64);
+  REQUIRE_THROWS_WITH(ops::rope_forward(x, c16, c16, x),
+                      Catch::Contains("rope_forward") && Catch::Contains("cos") &&
+                          Catch::Contains("expected f32"));
+  REQUIRE_THROWS_WITH(ops::rope_backward_input(x, c64, c64, x),
+                      Catch::Contains("rope_backward_input") && Catch::Contains("expected f32"));
+  REQUIRE_THROWS_WITH(ops::rope_tables(10000.0, c16, c16),
+                      Catch::Contains("rope_tables") && Catch::Contains("bf16"));
+  Tensor y32 = make({2, 16, 3, 8}, DType::f32);
+  REQUIRE_THROWS_WITH(ops::rope_forward(x, c, s, y32),
+                      Catch::Contains("rope_forward") && Catch::Contains("y"));
+}

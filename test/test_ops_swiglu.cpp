@@ -84,3 +84,20 @@ TEST_CASE("swiglu rejects bad shapes and dtypes; meta computes nothing", "[ops]"
   ops::swiglu_backward_input(*o, *g, *u, *g, *u);
   REQUIRE_THROWS_WITH(ops::swiglu_forward(*g, *bad, *o), Catch::Contains("swiglu_forward"));
 }
+
+TEST_CASE("swiglu on meta accepts bf16 activations; the CPU does not", "[ops]") {
+  MetaAllocator meta(512, Device::cuda);
+  auto make = [&](DType dtype) {
+    return OwnedTensor(meta, {kN, kF}, dtype, MemCategory::activation);  // [N, F]
+  };
+  OwnedTensor g = make(DType::bf16), u = make(DType::bf16), o = make(DType::bf16);
+  ops::swiglu_forward(*g, *u, *o);
+  ops::swiglu_backward_input(*o, *g, *u, *g, *u);  // in place, as the CPU allows
+  OwnedTensor u32 = make(DType::f32);
+  REQUIRE_THROWS_WITH(ops::swiglu_forward(*g, *u32, *o),
+                      Catch::Contains("swiglu_forward") && Catch::Contains("up"));
+  Arena arena;
+  Tensor h = arena.make({kN, kF}, DType::bf16);  // [N, F]
+  REQUIRE_THROWS_WITH(ops::swiglu_forward(h, h, h),
+                      Catch::Contains("swiglu_forward") && Catch::Contains("CPU"));
+}

@@ -84,8 +84,11 @@ void scale(T* x, int64_t n, T alpha) {
   for (int64_t i = 0; i < n; ++i) x[i] *= alpha;
 }
 
-template <typename T>
-double sum_squares(const T* x, int64_t n) {
+namespace {
+// sum term(x[i]) in double. Partial sums run over fixed blocks and are added
+// in block order, so the result does not depend on the thread count.
+template <typename T, typename Term>
+double blocked_sum(const T* x, int64_t n, Term term) {
   constexpr int kBlocks = 64;
   double partial[kBlocks] = {};
   const int64_t block = (n + kBlocks - 1) / kBlocks;
@@ -93,12 +96,49 @@ double sum_squares(const T* x, int64_t n) {
   for (int b = 0; b < kBlocks; ++b) {
     const int64_t lo = b * block, hi = std::min(n, lo + block);
     double s = 0;
-    for (int64_t i = lo; i < hi; ++i) s += static_cast<double>(x[i]) * static_cast<double>(x[i]);
+    for (int64_t i = lo; i < hi; ++i) s += term(static_cast<double>(x[i]));
     partial[b] = s;
   }
   double total = 0;
   for (double p : partial) total += p;
   return total;
+}
+}  // namespace
+
+template <typename T>
+double sum_squares(const T* x, int64_t n) {
+  return blocked_sum(x, n, [](double v) { return v * v; });
+}
+
+template <typename T>
+double sum(const T* x, int64_t n) {
+  return blocked_sum(x, n, [](double v) { return v; });
+}
+
+int64_t count_nonnegative(const int32_t* x, int64_t n) {
+  int64_t count = 0;
+#pragma omp parallel for schedule(static) reduction(+ : count) if (n >= kParallelMin)
+  for (int64_t i = 0; i < n; ++i) count += x[i] >= 0 ? 1 : 0;
+  return count;
+}
+
+namespace {
+// One element from From to To; bf16 goes through f32 both ways.
+template <typename To, typename From>
+To convert_one(From v) {
+  if constexpr (std::is_same_v<From, bf16>)
+    return convert_one<To>(v.to_float());
+  else if constexpr (std::is_same_v<To, bf16>)
+    return bf16::from_float(static_cast<float>(v));
+  else
+    return static_cast<To>(v);
+}
+}  // namespace
+
+template <typename From, typename To>
+void convert(const From* src, To* dst, int64_t n) {
+#pragma omp parallel for schedule(static) if (n >= kParallelMin)
+  for (int64_t i = 0; i < n; ++i) dst[i] = convert_one<To>(src[i]);
 }
 
 template void fill<float>(float*, int64_t, float);
@@ -118,5 +158,16 @@ template void scale<float>(float*, int64_t, float);
 template void scale<double>(double*, int64_t, double);
 template double sum_squares<float>(const float*, int64_t);
 template double sum_squares<double>(const double*, int64_t);
+template double sum<float>(const float*, int64_t);
+template double sum<double>(const double*, int64_t);
+template void convert<float, float>(const float*, float*, int64_t);
+template void convert<float, double>(const float*, double*, int64_t);
+template void convert<float, bf16>(const float*, bf16*, int64_t);
+template void convert<double, float>(const double*, float*, int64_t);
+template void convert<double, double>(const double*, double*, int64_t);
+template void convert<double, bf16>(const double*, bf16*, int64_t);
+template void convert<bf16, float>(const bf16*, float*, int64_t);
+template void convert<bf16, double>(const bf16*, double*, int64_t);
+template void convert<bf16, bf16>(const bf16*, bf16*, int64_t);
 
 }  // namespace sdp::cpu

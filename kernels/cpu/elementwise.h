@@ -2,6 +2,8 @@
 // Elementwise utilities over flat contiguous buffers (and one strided copy).
 #include <cstdint>
 
+#include "engine/core/dtype.h"
+
 namespace sdp::cpu {
 
 // x [n] = value
@@ -31,5 +33,19 @@ void scale(T* x, int64_t n, T alpha);
 // block order, so the result does not depend on the thread count.
 template <typename T>
 double sum_squares(const T* x, int64_t n);
+
+// sum x in double, over the same fixed blocks as sum_squares.
+template <typename T>
+double sum(const T* x, int64_t n);
+
+// Elements of x [n] that are >= 0.
+int64_t count_nonnegative(const int32_t* x, int64_t n);
+
+// dst [n] = src [n] converted; From, To in {float, double, bf16}. Into bf16
+// through f32 (bf16::from_float, nearest even): a double is rounded twice,
+// which can differ from one direct rounding in the last bf16 bit only when
+// the first rounding lands exactly halfway.
+template <typename From, typename To>
+void convert(const From* src, To* dst, int64_t n);
 
 }  // namespace sdp::cpu
