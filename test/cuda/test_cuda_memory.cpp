@@ -1,0 +1,81 @@
+// The CUDA allocator's figures: a meta dry run mirroring CUDA (512-byte
+// blocks) predicts the allocated bytes of a real CUDA step byte for byte, in
+// total and per category; the reserved bytes cover the allocated ones; and
+// once the first step has filled the caching pool, later steps are served
+// from it with no new cudaMalloc.
+#include <catch2/catch.hpp>
+
+#include <cstdio>
+#include <memory>
+#include <string>
+
+#include "engine/train/trainer.h"
+#include "kernels/cuda/device_allocator.h"
+#include "test/cuda/cuda_test_support.h"
+
+using namespace sdp;
+
+TEST_CASE("a meta dry run predicts a CUDA step's bytes exactly; the pool serves later steps",
+          "[memory]") {
+  for (const char* model : {"tiny", "small"})
+    for (const char* dtype : {"f32", "bf16"}) {
+      CAPTURE(model, dtype);
+      TrainConfig c;
+      c.model = model;
+      c.dtype = dtype;
+      c.device = "cuda";
+      c.batch = 4;
+      c.seq = 64;
+      c.steps = 3;
+      c.eval_every = 0;
+      c.progress = false;
+      TrainConfig m = c;
+      m.device = "meta";
+
+      auto owned_allocator = std::make_unique<cuda::DeviceAllocator>();
+      cuda::DeviceAllocator& device_allocator = *owned_allocator;
+      Trainer gpu(c, std::move(owned_allocator));
+      Trainer meta(m, std::make_unique<MetaAllocator>(512, Device::cuda));
+
+      gpu.train_step();
+      meta.train_step();
+      const size_t maps_after_step1 = device_allocator.pool().map_calls();
+      const StepResult g = gpu.train_step();  // step 2: the pool is warm
+      const StepResult p = meta.train_step();
+      const size_t maps_after_step2 = device_allocator.pool().map_calls();
+
+      const nlohmann::json& got = g.memory;
+      const nlohmann::json& want = p.memory;
+      INFO("cuda memory: " << got.dump() << "\nmeta memory: " << want.dump());
+      const auto bytes = [](const nlohmann::json& j, const char* group, const char* field) {
+        return j.at(group).at(field).get<size_t>();  // at(): a missing key throws
+      };
+      for (const char* group : {"current", "peak", "phase_peak"}) {
+        CAPTURE(group);
+        REQUIRE(got.contains(group));
+        REQUIRE(want.contains(group));
+      }
+      std::printf("  %s %s step 2: allocated peak cuda %zu, meta %zu; reserved %s; "
+                  "cudaMalloc segments after step 1: %zu, after step 2: %zu\n",
+                  model, dtype, bytes(got, "peak", "total"), bytes(want, "peak", "total"),
+                  got.contains("reserved") ? got.at("reserved").dump().c_str() : "missing",
+                  maps_after_step1, maps_after_step2);
+      CHECK(got.at("peak").at("total") == want.at("peak").at("total"));
+      CHECK(got.at("peak").at("at_peak") == want.at("peak").at("at_peak"));
+      CHECK(got.at("peak").at("by_category") == want.at("peak").at("by_category"));
+      CHECK(got.at("current") == want.at("current"));
+      CHECK(got.at("phase_peak") == want.at("phase_peak"));
+      CHECK(gpu.allocator().stats().alloc_count() == meta.allocator().stats().alloc_count());
+
+      // reserved: what cudaMalloc holds, cached blocks included; the pool
+      // only grows within a step, so it covers the step's allocated peak
+      REQUIRE(got.contains("reserved"));
+      CHECK(bytes(got, "reserved", "peak") >= bytes(got, "peak", "total"));
+      CHECK(bytes(got, "reserved", "current") >= bytes(got, "current", "total"));
+      CHECK(device_allocator.pool().in_use_bytes() == gpu.allocator().stats().current_total());
+      CHECK(device_allocator.pool().reserved_bytes() >= device_allocator.pool().in_use_bytes());
+
+      gpu.train_step();  // step 3: the same requests as step 2
+      CHECK(device_allocator.pool().map_calls() == maps_after_step2);
+    }
+}
