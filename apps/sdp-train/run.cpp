@@ -85,8 +85,10 @@ int run_training(const TrainConfig& config, bool dry, bool use_mpi) {
   // CUDA runs reduce device buffers through NCCL, one rank or many: the same
   // code path on a single GPU as in an N-rank job (an emulated rank keeps
   // its own emulated world).
-  if (config.device == "cuda" && config.emulate_world == 0 && !dry)
+  if (config.device == "cuda" && config.emulate_world == 0 && !dry) {
+    Trainer::require_device(config.device);  // a clear message when no GPU is usable
     mpi_world = comm::make_world("nccl", options);
+  }
   else if (use_mpi)
     mpi_world = comm::make_world("mpi", options);
   if (dry) return dry_run(config, mpi_world.get());

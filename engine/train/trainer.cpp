@@ -11,6 +11,7 @@
 #include "kernels/ops.h"
 #ifdef SDP_HAVE_CUDA
 #include "kernels/cuda/device_allocator.h"
+#include "kernels/cuda/device_info.h"
 #include "kernels/cuda/gemm.h"
 #endif
 
@@ -55,6 +56,16 @@ CpuAllocator& host_allocator() {
 }
 
 }  // namespace
+
+void Trainer::require_device(const std::string& device) {
+  if (device != "cuda") return;
+#ifdef SDP_HAVE_CUDA
+  cuda::require_device();
+#else
+  fail("--device cuda: this build has no CUDA support (no toolkit was found when it was "
+       "configured); use --device cpu, or --device meta for a dry run");
+#endif
+}
 
 Trainer::Trainer(const TrainConfig& config) : Trainer(config, nullptr) {}
 

@@ -63,6 +63,11 @@ class Trainer {
           std::unique_ptr<Allocator> allocator = nullptr);
   ~Trainer();
 
+  // Fails with a clear message when `device` cannot run here (cuda without
+  // a usable GPU or driver, or in a build without CUDA); callers that set up
+  // device resources before the trainer (the NCCL world) ask first.
+  static void require_device(const std::string& device);
+
   // Collective.
   StepResult train_step();
   // Mean loss over config.eval_batches batches of the validation split (the
