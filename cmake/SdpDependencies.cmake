@@ -1,6 +1,8 @@
 # Finds what the engine links against. Host dependencies (OpenBLAS, OpenMP,
 # nlohmann-json, CLI11, Catch2, MPI) come from Debian packages installed by
-# scripts/install-deps.sh. CUDA is optional: built wherever a toolkit exists.
+# scripts/install-deps.sh, or unpacked into a prefix named in
+# CMAKE_PREFIX_PATH (bench/gpu/check.sh on a bare GPU machine). MPI and CUDA
+# are optional: each part is built wherever its toolkit exists.
 
 find_package(OpenMP REQUIRED)
 find_package(nlohmann_json 3 REQUIRED)
@@ -13,26 +15,41 @@ endif()
 
 # OpenBLAS: prefer the OpenMP build (it does not spawn its own threads inside
 # our parallel regions); fall back to whichever libopenblas the system has.
-# An explicit SDP_BLAS_LIBRARY overrides the search.
-find_library(SDP_BLAS_LIBRARY NAMES openblas
-  PATHS /usr/lib/x86_64-linux-gnu/openblas-openmp /usr/lib/aarch64-linux-gnu/openblas-openmp
-  NO_DEFAULT_PATH)
+# Debian keeps that build in lib/<arch>/openblas-openmp/ and its cblas.h in
+# include/<arch>/openblas-openmp/, under /usr or under any CMAKE_PREFIX_PATH
+# entry (a bare machine's unpacked packages: bench/gpu/check.sh). An explicit
+# SDP_BLAS_LIBRARY (and SDP_CBLAS_INCLUDE) overrides the search.
+set(_sdp_openblas_dirs)
+foreach(prefix ${CMAKE_PREFIX_PATH} /usr)
+  foreach(arch x86_64-linux-gnu aarch64-linux-gnu)
+    list(APPEND _sdp_openblas_dirs ${prefix}/lib/${arch}/openblas-openmp)
+  endforeach()
+endforeach()
+find_library(SDP_BLAS_LIBRARY NAMES openblas PATHS ${_sdp_openblas_dirs} NO_DEFAULT_PATH)
 if(NOT SDP_BLAS_LIBRARY)
   find_library(SDP_BLAS_LIBRARY NAMES openblas REQUIRED)
 endif()
-find_path(SDP_CBLAS_INCLUDE cblas.h PATH_SUFFIXES openblas-openmp openblas x86_64-linux-gnu/openblas-openmp)
+get_filename_component(SDP_BLAS_DIR ${SDP_BLAS_LIBRARY} DIRECTORY)
+# The header of the same installation first: lib/<arch>/openblas-openmp ->
+# include/<arch>/openblas-openmp.
+get_filename_component(_sdp_blas_flavour ${SDP_BLAS_DIR} NAME)
+get_filename_component(_sdp_blas_arch_dir ${SDP_BLAS_DIR} DIRECTORY)
+get_filename_component(_sdp_blas_arch ${_sdp_blas_arch_dir} NAME)
+get_filename_component(_sdp_blas_prefix ${_sdp_blas_arch_dir}/../.. ABSOLUTE)
+find_path(SDP_CBLAS_INCLUDE cblas.h
+  HINTS ${_sdp_blas_prefix}/include/${_sdp_blas_arch}/${_sdp_blas_flavour}
+  PATH_SUFFIXES openblas-openmp openblas x86_64-linux-gnu/openblas-openmp)
 if(NOT SDP_CBLAS_INCLUDE)
   find_path(SDP_CBLAS_INCLUDE cblas.h REQUIRED)
 endif()
 add_library(sdp::blas INTERFACE IMPORTED)
 target_link_libraries(sdp::blas INTERFACE ${SDP_BLAS_LIBRARY})
 target_include_directories(sdp::blas INTERFACE ${SDP_CBLAS_INCLUDE})
-get_filename_component(SDP_BLAS_DIR ${SDP_BLAS_LIBRARY} DIRECTORY)
 # The library's directory goes into the rpath so the OpenMP build is the one
 # loaded at run time, whatever Debian's alternatives point libopenblas.so.0 at.
 set(CMAKE_BUILD_RPATH ${SDP_BLAS_DIR})
 set(CMAKE_INSTALL_RPATH ${SDP_BLAS_DIR})
-message(STATUS "sdp: BLAS = ${SDP_BLAS_LIBRARY}")
+message(STATUS "sdp: BLAS = ${SDP_BLAS_LIBRARY} (cblas.h in ${SDP_CBLAS_INCLUDE})")
 
 find_package(MPI COMPONENTS CXX QUIET)
 if(MPI_CXX_FOUND)

@@ -31,8 +31,8 @@ std::unique_ptr<Communicator> make_world(std::string_view backend, CommOptions o
     fail("communicator backend 'nccl' is unavailable: this build has no CUDA toolkit with NCCL "
          "(available here: local, emulated, mpi)");
 #else
-    fail("communicator backend 'nccl' is unavailable: this build has no MPI, which bootstraps "
-         "NCCL, and needs a CUDA toolkit with NCCL too (available here: local, emulated)");
+    fail("communicator backend 'nccl' is unavailable: this build has no CUDA toolkit with NCCL "
+         "(available here: local, emulated)");
 #endif
   }
   fail("unknown communicator backend '", backend, "' (valid: local, emulated, mpi, nccl)");

@@ -6,9 +6,12 @@
 
 #include "comm/cuda/nccl_check.h"
 #include "comm/deadline.h"
+#include "comm/local_communicator.h"
+#include "comm/mpi_runtime.h"
+#if SDP_HAVE_MPI
 #include "comm/mpi_check.h"
 #include "comm/mpi_communicator.h"
-#include "comm/mpi_runtime.h"
+#endif
 
 namespace sdp::comm {
 
@@ -29,6 +32,29 @@ ncclRedOp_t nccl_op(ReduceOp op) { return op == ReduceOp::sum ? ncclSum : ncclAv
 
 bool on_host(const Tensor& t) { return t.device() == Device::cpu; }
 
+// GPUs this process sees; fails, saying so, when it sees none (no driver
+// counts as none: the message names CUDA's reason).
+int visible_gpus(const std::string& rank_prefix) {
+  int devices = 0;
+  const cudaError_t status = cudaGetDeviceCount(&devices);
+  if (status == cudaSuccess && devices >= 1) return devices;
+  (void)cudaGetLastError();  // leaves no error behind for later launch checks
+  fail(rank_prefix, "the nccl backend needs a GPU; none is visible",
+       status != cudaSuccess ? format(" (cudaGetDeviceCount: ", cudaGetErrorName(status), ", ",
+                                      cudaGetErrorString(status), ")")
+                             : std::string(),
+       ". Without a GPU use the local, emulated or mpi backend; a job of several ranks is "
+       "bootstrapped through MPI (mpirun, and an sdp::comm::MpiRuntime in main)");
+}
+
+// What a world is made of: the NCCL communicator and the host communicator
+// of the same ranks, which carries the host buffers.
+struct Bootstrap {
+  ncclComm_t comm = nullptr;
+  std::unique_ptr<Communicator> host;
+};
+
+#if SDP_HAVE_MPI
 // The rank's GPU among those of its node: node-local rank % GPUs there.
 void select_device(MPI_Comm world) {
   MPI_Comm node = MPI_COMM_NULL;
@@ -37,18 +63,12 @@ void select_device(MPI_Comm world) {
   MPI_CHECK(MPI_Comm_split_type(world, MPI_COMM_TYPE_SHARED, world_rank, MPI_INFO_NULL, &node));
   MPI_CHECK(MPI_Comm_rank(node, &local_rank));
   MPI_CHECK(MPI_Comm_free(&node));
-  int devices = 0;
-  CUDA_CHECK(cudaGetDeviceCount(&devices));
-  if (devices < 1) fail("[rank ", world_rank, "] the nccl backend needs a GPU; none is visible");
+  const int devices = visible_gpus(format("[rank ", world_rank, "] "));
   CUDA_CHECK(cudaSetDevice(local_rank % devices));
 }
 
-}  // namespace
-
-std::unique_ptr<NcclCommunicator> NcclCommunicator::world(CommOptions options) {
-  if (!MpiRuntime::initialized())
-    fail("the nccl communicator is bootstrapped through MPI: create an sdp::comm::MpiRuntime in "
-         "main before make_world(\"nccl\"), and launch with mpirun");
+// N ranks: rank 0 makes the id, MPI carries it to the others.
+Bootstrap bootstrap_through_mpi(CommOptions options) {
   std::unique_ptr<MpiCommunicator> host = MpiCommunicator::world(options);
   // A barrier under the deadline first: once past it every rank is here, so
   // the blocking calls below (node split, ncclCommInitRank) cannot wait for
@@ -68,10 +88,46 @@ std::unique_ptr<NcclCommunicator> NcclCommunicator::world(CommOptions options) {
   host->broadcast(id_view, 0);
   std::memcpy(&id, id_words.data(), sizeof id);
 
-  ncclComm_t comm = nullptr;
-  NCCL_CHECK(ncclCommInitRank(&comm, host->size(), id, host->rank()));
+  Bootstrap b;
+  NCCL_CHECK(ncclCommInitRank(&b.comm, host->size(), id, host->rank()));
+  b.host = std::move(host);
+  return b;
+}
+#endif
+
+// One rank, no MPI: the id needs no travelling, host buffers go through the
+// local communicator. The GPU is the calling thread's current one (0 unless
+// the caller chose another).
+Bootstrap bootstrap_one_rank(CommOptions options) {
+  visible_gpus("");
+  int device = 0;
+  CUDA_CHECK(cudaGetDevice(&device));
+  CUDA_CHECK(cudaSetDevice(device));
+  ncclUniqueId id;
+  NCCL_CHECK(ncclGetUniqueId(&id));
+  Bootstrap b;
+  NCCL_CHECK(ncclCommInitRank(&b.comm, 1, id, 0));
+  b.host = std::make_unique<LocalCommunicator>(options);
+  return b;
+}
+
+}  // namespace
+
+std::unique_ptr<NcclCommunicator> NcclCommunicator::world(CommOptions options) {
+  Bootstrap b;
+#if SDP_HAVE_MPI
+  if (MpiRuntime::initialized()) b = bootstrap_through_mpi(options);
+#endif
+  if (!b.comm) {
+    // N processes each making a world of one would train N unrelated models.
+    if (MpiRuntime::launched_by_mpi())
+      fail("the nccl communicator of a job launched by mpirun is bootstrapped through MPI: "
+           "create an sdp::comm::MpiRuntime in main before make_world(\"nccl\")",
+           MpiRuntime::available() ? "" : " (this build has no MPI: rebuild where it is found)");
+    b = bootstrap_one_rank(options);
+  }
   return std::unique_ptr<NcclCommunicator>(new NcclCommunicator(
-      comm, std::move(host), std::make_shared<CommStats>(), options));
+      b.comm, std::move(b.host), std::make_shared<CommStats>(), options));
 }
 
 NcclCommunicator::NcclCommunicator(ncclComm_t comm, std::unique_ptr<Communicator> host,
@@ -93,7 +149,8 @@ NcclCommunicator::~NcclCommunicator() {
 }
 
 void NcclCommunicator::check_supported(Op op, const Tensor& buffer, bool reduces) const {
-  if (buffer.device() == Device::cpu && reduces && buffer.dtype() == DType::bf16)
+  if (host_->backend() == "mpi" && buffer.device() == Device::cpu && reduces &&
+      buffer.dtype() == DType::bf16)
     fail(where(op), ": host buffers go through MPI, which cannot reduce bf16 (valid: f32, f64, "
          "i32); reduce in f32 or on the device");
 }

@@ -1,10 +1,14 @@
 #pragma once
 // The NCCL backend: device buffers (Device::cuda); host buffers of the same
-// calls go through an MPI communicator of the same group, so host-side
-// checks (require_same_on_all_ranks, checksums) work on it too.
+// calls go through the host communicator of the same group (MPI's, or the
+// local one in a world of one rank), so host-side checks
+// (require_same_on_all_ranks, checksums) work on it too.
 //
-// Bootstrap through MPI: rank 0 makes the ncclUniqueId and broadcasts it;
-// groups come from ncclCommSplit. One CUDA stream per communicator, created
+// Bootstrap: when MPI is initialized (SDP_HAVE_MPI and an MpiRuntime), rank
+// 0 makes the ncclUniqueId and broadcasts it through MPI; otherwise the
+// world is one rank on the current GPU (no MPI needed: a single GPU
+// machine), and a process launched by mpirun without MpiRuntime is refused.
+// Groups come from ncclCommSplit. One CUDA stream per communicator, created
 // blocking with respect to the legacy default stream, so device work queued
 // there before a call is finished before the call reads its buffers. Every
 // call waits for its stream (cudaStreamQuery polled up to the deadline of
@@ -19,8 +23,11 @@ namespace sdp::comm {
 
 class NcclCommunicator final : public Communicator {
  public:
-  // Needs MPI initialized (MpiRuntime). Selects the GPU node-local rank %
-  // (GPUs on the node) for the calling thread before creating anything.
+  // With MPI initialized (MpiRuntime): every rank of MPI_COMM_WORLD, each
+  // on GPU node-local rank % (GPUs on the node), selected for the calling
+  // thread before anything is created. Without: a world of one rank on the
+  // calling thread's current GPU. Fails with a message when no GPU is
+  // visible.
   static std::unique_ptr<NcclCommunicator> world(CommOptions options);
   ~NcclCommunicator() override;
   std::string_view backend() const override { return "nccl"; }
@@ -35,13 +42,13 @@ class NcclCommunicator final : public Communicator {
   void do_recv(Tensor& buffer, int peer) override;
   void do_barrier() override;
   std::unique_ptr<Communicator> do_split(int color, int key) override;
-  // cuda and host buffers; host reductions follow the mpi backend (no bf16).
+  // cuda and host buffers; host reductions through MPI refuse bf16.
   void check_supported(Op op, const Tensor& buffer, bool reduces) const override;
 
  private:
-  // Rank, size and world ranks are those of `host`, the MPI communicator of
-  // the same group, whose counters are its own: the calls it carries for
-  // this communicator are counted once, here.
+  // Rank, size and world ranks are those of `host`, the MPI (or local)
+  // communicator of the same group, whose counters are its own: the calls it
+  // carries for this communicator are counted once, here.
   NcclCommunicator(ncclComm_t comm, std::unique_ptr<Communicator> host,
                    std::shared_ptr<CommStats> stats, CommOptions options);
   // Waits for this communicator's stream; on timeout or an NCCL error ends the job.

@@ -1,0 +1,427 @@
+#!/usr/bin/env python3
+"""Summarize a check.sh run: stages, test counts, throughput, MFU and memory, as Markdown and JSON.
+
+    python3 bench/gpu/summarize.py --work /tmp/sdp-gpu-check \
+        --markdown summary.md --json results.json --failures failures.txt
+
+Reads what check.sh's stages left in WORK (stages.tsv, results/*), never
+fails on a missing or partial file (a stage that died says so in its row),
+and prints the Markdown. Standard library only.
+
+Throughput: ours from the metrics file's step lines after the first 3
+(allocator and caches warm up there, as sdp-train's own summary does), the
+median step time; torch's from torch_llama_step.py (median after warm-up).
+MFU = FLOPs per step / step time / peak: ours with the FLOPs the engine
+counted (metrics "flops"), every implementation also with the formula of
+torch_llama_step.py (6 x matmul weights x tokens + causal attention), so
+the two can be compared; the peak is the measured bf16 GEMM rate
+(gemm_peak.py) and the datasheet's 989 TFLOP/s.
+"""
+
+import argparse
+import json
+import os
+import statistics
+import sys
+import xml.etree.ElementTree as ET
+
+SPEC_TFLOPS = 989.0
+GIB = 2.0 ** 30
+SKIPPED_WARMUP_STEPS = 3
+
+# As torch_llama_step.MODELS (dim, layers, heads, kv_heads, ffn, vocab):
+# duplicated so that this file needs no torch.
+MODELS = {
+    "tiny": (64, 2, 4, 2, 176, 256),
+    "mini": (96, 4, 4, 4, 256, 256),
+    "small": (256, 4, 8, 8, 688, 256),
+    "small-32k": (256, 4, 8, 8, 688, 32000),
+    "llama-134m": (768, 12, 12, 12, 2048, 32000),
+    "llama-500m": (1280, 20, 20, 20, 3840, 32000),
+    "llama-1b": (2048, 16, 16, 16, 6144, 32000),
+}
+
+
+def formula_flops(model, batch, seq):
+    """torch_llama_step.step_flops, restated: 6 x matmul weights x tokens + causal attention."""
+    if model not in MODELS:
+        return None
+    dim, layers, heads, kv_heads, ffn, vocab = MODELS[model]
+    head_dim = dim // heads
+    weights = layers * (dim * heads * head_dim * 2 + dim * kv_heads * head_dim * 2 + 3 * dim * ffn)
+    weights += vocab * dim
+    attention = 12 * batch * layers * heads * head_dim * seq * (seq + 1) // 2
+    return 6 * weights * batch * seq + attention
+
+
+# ---- readers: each returns None (or empty) for a missing or broken file ----
+
+def read_text(path):
+    try:
+        with open(path, encoding="utf-8", errors="replace") as f:
+            return f.read()
+    except OSError:
+        return None
+
+
+def read_kv(path):
+    out = {}
+    for line in (read_text(path) or "").splitlines():
+        if "=" in line:
+            key, value = line.split("=", 1)
+            out[key.strip()] = value.strip()
+    return out
+
+
+def read_json(path):
+    text = read_text(path)
+    if not text:
+        return None
+    try:
+        return json.loads(text.strip().splitlines()[-1])
+    except ValueError:
+        return None
+
+
+def read_jsonl(path):
+    records = []
+    for line in (read_text(path) or "").splitlines():
+        try:
+            records.append(json.loads(line))
+        except ValueError:
+            pass  # a line cut short by a killed run
+    return records
+
+
+def read_stages(path):
+    rows = []
+    for line in (read_text(path) or "").splitlines():
+        cols = line.split("\t")
+        if len(cols) >= 4:
+            rows.append({"stage": cols[0], "status": cols[1], "seconds": cols[2],
+                         "limit": cols[3], "note": cols[4] if len(cols) > 4 else ""})
+    return rows
+
+
+def read_junit(path):
+    """ctest --output-junit: {tests, failed, skipped, passed, failed_names}."""
+    text = read_text(path)
+    if text is None:
+        return None
+    try:
+        root = ET.fromstring(text)
+    except ET.ParseError:
+        return None
+    suite = root if root.tag == "testsuite" else root.find("testsuite")
+    if suite is None:
+        return None
+    failed, skipped, total = [], 0, 0
+    for case in suite.iter("testcase"):
+        total += 1
+        status = case.get("status", "")
+        if (case.find("failure") is not None or case.find("error") is not None
+                or status == "fail"):
+            failed.append(case.get("name", "?"))
+        elif case.find("skipped") is not None or status in ("notrun", "disabled"):
+            skipped += 1
+    return {"tests": total, "failed": len(failed), "skipped": skipped,
+            "passed": total - len(failed) - skipped, "failed_names": failed}
+
+
+def smi_peak_bytes(path):
+    values = []
+    for line in (read_text(path) or "").splitlines():
+        try:
+            values.append(float(line.strip().split()[0]))
+        except (ValueError, IndexError):
+            pass
+    return max(values) * 2 ** 20 if values else None
+
+
+def find_bytes(node, key):
+    """The figure under `key` anywhere in `node`: a number, or a dict's peak / total."""
+    if isinstance(node, dict):
+        if key in node:
+            return as_bytes(node[key])
+        for value in node.values():
+            found = find_bytes(value, key)
+            if found is not None:
+                return found
+    return None
+
+
+def as_bytes(value):
+    if isinstance(value, (int, float)) and not isinstance(value, bool):
+        return float(value)
+    if isinstance(value, dict):
+        for key in ("peak", "total", "bytes", "max", "current"):
+            if key in value:
+                found = as_bytes(value[key])
+                if found is not None:
+                    return found
+    return None
+
+
+# ---- figures per implementation --------------------------------------------
+
+def ours_figures(path, batch, seq):
+    records = read_jsonl(path)
+    steps = [r for r in records if isinstance(r, dict) and "step" in r and "seconds" in r]
+    summary = next((r for r in records if isinstance(r, dict) and r.get("summary")), None)
+    if not steps:
+        return None
+    timed = [r for r in steps if r["step"] > SKIPPED_WARMUP_STEPS] or steps[1:] or steps
+    step_s = statistics.median(float(r["seconds"]) for r in timed)
+    tokens = float(timed[-1].get("tokens", batch * seq))
+    flops = [float(r["flops"]) for r in timed if isinstance(r.get("flops"), (int, float))]
+    peaks = [find_bytes(r.get("memory", {}).get("peak", {}), "total") for r in steps
+             if isinstance(r.get("memory"), dict)]
+    reserved = [find_bytes(r.get("memory", {}), "reserved") for r in steps
+                if isinstance(r.get("memory"), dict)]
+    peaks = [p for p in peaks if p is not None]
+    reserved = [p for p in reserved if p is not None]
+    return {
+        "status": "ok" if summary else "partial: no summary line",
+        "steps": len(steps), "timed_steps": len(timed),
+        "step_s": step_s, "tokens_per_step": tokens, "tokens_per_s": tokens / step_s,
+        "flops_counted": statistics.median(flops) if flops else None,
+        "peak_allocated": max(peaks) if peaks else None,
+        "peak_reserved": max(reserved) if reserved else None,
+        "loss_first": steps[0].get("loss"), "loss_last": steps[-1].get("loss"),
+        "parameters": (summary or {}).get("parameters"),
+        "engine_tokens_per_s": (summary or {}).get("tokens_per_s"),
+    }
+
+
+def torch_figures(path):
+    r = read_json(path)
+    if not r:
+        return None
+    if r.get("status") != "ok":
+        return {"status": r.get("status", "?"), "reason": r.get("reason", "")}
+    step_s = r["step_ms"] / 1e3
+    return {
+        "status": "ok", "step_s": step_s, "tokens_per_step": r["batch"] * r["seq"],
+        "tokens_per_s": r["tokens_per_s"], "flops_counted": None,
+        "peak_allocated": r.get("max_memory_allocated"),
+        "peak_reserved": r.get("max_memory_reserved"),
+        "loss_first": r.get("loss_first"), "loss_last": r.get("loss_last"),
+        "parameters": r.get("params"), "precision": r.get("precision"),
+        "warmup_s": r.get("warmup_s"),
+    }
+
+
+def predicted_peak(path):
+    for r in read_jsonl(path):
+        if isinstance(r, dict) and r.get("dry_run"):
+            return find_bytes(r.get("memory", {}).get("peak", {}), "total")
+    return None
+
+
+# ---- formatting -------------------------------------------------------------
+
+def gib(value):
+    return "-" if value is None else f"{value / GIB:.2f} GiB"
+
+
+def num(value, digits=0, unit=""):
+    if value is None:
+        return "-"
+    return f"{value:,.{digits}f}{unit}"
+
+
+def pct(value):
+    return "-" if value is None else f"{100 * value:.1f}%"
+
+
+def table(header, rows):
+    lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
+    lines += ["| " + " | ".join(str(c) for c in row) + " |" for row in rows]
+    return lines
+
+
+def summarize(work):
+    res = os.path.join(work, "results")
+    config = read_kv(os.path.join(res, "config.txt"))
+    env = read_kv(os.path.join(res, "env.txt"))
+    stages = read_stages(os.path.join(work, "stages.tsv"))
+    batch, seq = int(config.get("batch", 0) or 0), int(config.get("seq", 0) or 0)
+    models = config.get("models", "").split()
+    gemm = read_json(os.path.join(res, "gemm.json")) or {}
+    measured_peak = gemm.get("tflops_median") if gemm.get("status") == "ok" else None
+    dry = config.get("dry") == "1"
+
+    tests = {}
+    cuda = read_junit(os.path.join(res, "ctest_cuda.xml"))
+    if cuda:
+        tests["cuda (ctest -L cuda)"] = cuda
+    listed = read_text(os.path.join(res, "ctest_cuda_listed.txt"))
+    if listed is not None and not cuda:
+        count = next((line.split(":")[-1].strip() for line in listed.splitlines()
+                      if line.startswith("Total Tests")), "?")
+        tests["cuda (ctest -L cuda)"] = {"listed": count}
+    cpu = read_junit(os.path.join(res, "ctest_cpu.xml"))
+    if cpu:
+        tests["cpu (ctest, all but cuda and mpi labels)"] = cpu
+
+    runs = []
+    for model in models:
+        formula = formula_flops(model, batch, seq)
+        predicted = predicted_peak(os.path.join(res, f"predict_{model}.jsonl"))
+        impls = [("ours", ours_figures(os.path.join(res, f"ours_{model}.jsonl"), batch, seq),
+                  os.path.join(res, f"smi_ours_{model}.txt"))]
+        for mode in ("eager", "compile"):
+            impls.append((f"torch {mode}", torch_figures(os.path.join(res, f"torch_{mode}_{model}.json")),
+                          os.path.join(res, f"smi_torch_{mode}_{model}.txt")))
+        for name, fig, smi in impls:
+            if fig is None:
+                continue
+            fig = dict(fig, impl=name, model=model, smi_peak=smi_peak_bytes(smi))
+            if fig["status"] != "ok" and "step_s" not in fig:
+                runs.append(fig)
+                continue
+            fig["flops_formula"] = formula
+            if fig.get("tokens_per_step") and batch and seq and fig["tokens_per_step"] != batch * seq:
+                fig["flops_formula"] = None  # another batch than the formula assumes
+            for key in ("flops_counted", "flops_formula"):
+                flops = fig.get(key)
+                tflops = flops / fig["step_s"] / 1e12 if flops else None
+                fig[key.replace("flops", "tflops")] = tflops
+                fig[key.replace("flops", "mfu") + "_measured"] = (
+                    tflops / measured_peak if tflops and measured_peak else None)
+                fig[key.replace("flops", "mfu") + "_spec"] = tflops / SPEC_TFLOPS if tflops else None
+            if name == "ours":
+                fig["predicted_peak"] = predicted
+            runs.append(fig)
+
+    return {"config": config, "env": env, "stages": stages, "gemm": gemm, "tests": tests,
+            "runs": runs, "dry": dry, "measured_peak_tflops": measured_peak}
+
+
+def markdown(s):
+    config, env = s["config"], s["env"]
+    lines = []
+    title = "GPU check"
+    if s["dry"]:
+        title += f" - DRY RUN ({config.get('dry_reason', '')}): CPU stand-ins, no GPU figures"
+    lines.append(f"## {title}")
+    lines.append("")
+    lines.append(f"GPU {env.get('gpu') or '-'} (driver {env.get('driver') or '-'}), "
+                 f"nvcc {env.get('nvcc') or '-'}, torch {env.get('torch') or '-'}, "
+                 f"{env.get('cmake') or 'cmake ?'}, {env.get('gcc') or 'gcc ?'}")
+    lines.append("")
+    used = sum(int(r["seconds"]) for r in s["stages"] if r["seconds"].isdigit())
+    lines += table(["stage", "result", "s", "note"],
+                   [(r["stage"], r["status"], r["seconds"], r["note"][:110]) for r in s["stages"]])
+    lines.append(f"\nstages took {used} s of the {config.get('budget_s', '?')} s budget")
+    lines.append("")
+
+    rows = []
+    for suite, t in s["tests"].items():
+        if "listed" in t:
+            rows.append((suite, "-", "-", "-", t["listed"], "listed only: not run without a GPU"))
+        else:
+            note = ", ".join(t["failed_names"][:4]) + (" ..." if len(t["failed_names"]) > 4 else "")
+            rows.append((suite, t["passed"], t["failed"], t["skipped"], t["tests"], note))
+    if rows:
+        lines += table(["tests", "passed", "failed", "skipped", "total", "failed tests"], rows)
+    else:
+        lines.append("tests: no results (see the stages above)")
+    lines.append("")
+
+    gemm = s["gemm"]
+    if gemm.get("status") == "ok":
+        lines.append(f"GEMM peak ({gemm.get('dtype')} {gemm.get('size')}^3, torch, "
+                     f"{gemm.get('device_name')}): {gemm.get('tflops_median')} TFLOP/s median, "
+                     f"{gemm.get('tflops_best')} best; datasheet dense bf16 {SPEC_TFLOPS:.0f}")
+    else:
+        lines.append(f"GEMM peak: not measured ({gemm.get('reason') or 'stage failed or skipped'})")
+    lines.append(f"Training step: {config.get('dtype', '?')} on {config.get('device', '?')}, "
+                 f"batch {config.get('batch')} x seq {config.get('seq')}; MFU = FLOPs / step time / "
+                 f"peak (measured GEMM | {SPEC_TFLOPS:.0f} spec); ours counted, all by formula")
+    lines.append("")
+    rows = []
+    for r in s["runs"]:
+        if "step_s" not in r:
+            rows.append((r["model"], r["impl"], r.get("status", "?"), "", "", "", "", "", "", "",
+                         r.get("reason", "")[:60]))
+            continue
+        mfu_counted = (f"{pct(r.get('mfu_counted_measured'))} / {pct(r.get('mfu_counted_spec'))}"
+                       if r.get("tflops_counted") else "-")
+        mfu_formula = f"{pct(r.get('mfu_formula_measured'))} / {pct(r.get('mfu_formula_spec'))}"
+        loss = (f"{r['loss_first']:.3f}->{r['loss_last']:.3f}"
+                if isinstance(r.get("loss_first"), (int, float))
+                and isinstance(r.get("loss_last"), (int, float)) else "-")
+        impl = r["impl"] if r.get("status") == "ok" else f"{r['impl']} ({r.get('status')})"
+        rows.append((r["model"], impl, num(r["tokens_per_s"]), num(r["step_s"] * 1e3, 1),
+                     mfu_counted, mfu_formula, gib(r.get("peak_allocated")),
+                     gib(r.get("peak_reserved")), gib(r.get("smi_peak")),
+                     gib(r.get("predicted_peak")) if r["impl"] == "ours" else "", loss))
+    if rows:
+        lines += table(["model", "impl", "tokens/s", "step ms", "MFU counted", "MFU formula",
+                        "peak alloc", "peak reserved", "nvidia-smi max", "meta predicted",
+                        "loss"], rows)
+    else:
+        lines.append("no benchmark results (see the stages above)")
+    notes = []
+    for r in s["runs"]:
+        if r["impl"] == "ours" and "step_s" in r:
+            if r.get("predicted_peak") and r.get("peak_allocated"):
+                notes.append(f"{r['model']}: measured peak / meta prediction = "
+                             f"{r['peak_allocated'] / r['predicted_peak']:.3f}")
+            if r.get("flops_counted") and r.get("flops_formula"):
+                notes.append(f"{r['model']}: counted FLOPs / formula = "
+                             f"{r['flops_counted'] / r['flops_formula']:.3f}")
+            torch_params = next((t.get("parameters") for t in s["runs"]
+                                 if t["model"] == r["model"] and t["impl"] != "ours"
+                                 and t.get("parameters")), None)
+            if r.get("parameters") and torch_params and r["parameters"] != torch_params:
+                notes.append(f"{r['model']}: PARAMETER COUNTS DIFFER: ours {r['parameters']}, "
+                             f"torch {torch_params}")
+    if notes:
+        lines.append("")
+        lines.append("; ".join(notes))
+    return "\n".join(lines) + "\n"
+
+
+def failures(s, work):
+    """The end of each failed or timed-out stage's log, to read without unpacking the logs."""
+    out = []
+    for r in s["stages"]:
+        if r["status"] in ("failed", "timeout"):
+            lines = (read_text(os.path.join(work, "logs", r["stage"] + ".log")) or "").splitlines()
+            # The first errors (a build's first failure is far from its end), then the end.
+            errors = [line for line in lines
+                      if "error" in line.lower() or line.startswith("FAILED")][:30]
+            tail = lines[-40:]
+            out.append(f"===== {r['stage']}: {r['status']} {r['note']}")
+            if errors:
+                out += ["--- first error lines:"] + errors + ["--- last lines:"]
+            out += tail + [""]
+    return "\n".join(out) if out else "no stage failed\n"
+
+
+def main(argv=None):
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--work", required=True)
+    p.add_argument("--markdown")
+    p.add_argument("--json")
+    p.add_argument("--failures")
+    args = p.parse_args(argv)
+    s = summarize(args.work)
+    text = markdown(s)
+    if args.markdown:
+        with open(args.markdown, "w", encoding="utf-8") as f:
+            f.write(text)
+    if args.json:
+        with open(args.json, "w", encoding="utf-8") as f:
+            json.dump(s, f, indent=1, sort_keys=True, default=str)
+    if args.failures:
+        with open(args.failures, "w", encoding="utf-8") as f:
+            f.write(failures(s, args.work))
+    sys.stdout.write(text)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
