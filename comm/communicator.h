@@ -176,9 +176,12 @@ class Communicator {
 //   "emulated" rank `emulate_rank` of an `emulate_world`-rank job in one
 //              process: collectives leave buffers as they are but are
 //              counted exactly like real ones
-//   "nccl"     device buffers (host buffers go through MPI); needs MPI for
-//              bootstrap and a build with CUDA, NCCL and MPI. Selects the
-//              GPU (node-local rank % GPUs on the node) for the calling thread.
+//   "nccl"     device buffers (host buffers go through MPI, or the local
+//              communicator in a world of one); under mpirun it is
+//              bootstrapped through MPI and selects the GPU (node-local rank %
+//              GPUs on the node) for the calling thread; without MPI it is a
+//              world of one rank on the current GPU (needs a build with CUDA
+//              and NCCL).
 std::unique_ptr<Communicator> make_world(std::string_view backend, CommOptions options = {},
                                          int emulate_world = 1, int emulate_rank = 0);
 

@@ -3,8 +3,10 @@
 #include <array>
 #include <cstdio>
 #include <cstring>
+#include <functional>
 
 #include "comm/cuda/nccl_check.h"
+#include "engine/core/device_stream.h"
 #include "comm/deadline.h"
 #include "comm/local_communicator.h"
 #include "comm/mpi_runtime.h"
@@ -135,7 +137,9 @@ NcclCommunicator::NcclCommunicator(ncclComm_t comm, std::unique_ptr<Communicator
     : Communicator(host->rank(), host->size(), host->name(), host->world_ranks(),
                    std::move(stats), options),
       comm_(comm), host_(std::move(host)) {
-  const cudaError_t created = cudaStreamCreate(&stream_);
+  cudaError_t created = cudaStreamCreate(&stream_);
+  if (created == cudaSuccess)
+    created = cudaEventCreateWithFlags(&compute_done_, cudaEventDisableTiming);
   if (created != cudaSuccess) {
     ncclCommDestroy(comm_);
     CUDA_CHECK(created);
@@ -145,6 +149,7 @@ NcclCommunicator::NcclCommunicator(ncclComm_t comm, std::unique_ptr<Communicator
 NcclCommunicator::~NcclCommunicator() {
   // Every call waited for its stream, so nothing is in flight here.
   if (comm_) ncclCommDestroy(comm_);
+  if (compute_done_) cudaEventDestroy(compute_done_);
   if (stream_) cudaStreamDestroy(stream_);
 }
 
@@ -188,6 +193,7 @@ void NcclCommunicator::wait(Op op, int64_t bytes) {
 
 void NcclCommunicator::do_all_reduce(Tensor& buffer, ReduceOp op) {
   if (on_host(buffer)) return host_->all_reduce(buffer, op);
+  order_after_compute();
   NCCL_CHECK(ncclAllReduce(buffer.raw(), buffer.raw(), static_cast<size_t>(buffer.numel()),
                            nccl_reduce_type(buffer.dtype()), nccl_op(op), comm_, stream_));
   wait(Op::all_reduce, static_cast<int64_t>(buffer.bytes()));
@@ -195,6 +201,7 @@ void NcclCommunicator::do_all_reduce(Tensor& buffer, ReduceOp op) {
 
 void NcclCommunicator::do_reduce_scatter(const Tensor& input, Tensor& output, ReduceOp op) {
   if (on_host(input)) return host_->reduce_scatter(input, output, op);
+  order_after_compute();
   // In place when output is this rank's chunk of input, as NCCL defines it too.
   NCCL_CHECK(ncclReduceScatter(input.raw(), output.raw(), static_cast<size_t>(output.numel()),
                                nccl_reduce_type(input.dtype()), nccl_op(op), comm_, stream_));
@@ -204,12 +211,14 @@ void NcclCommunicator::do_reduce_scatter(const Tensor& input, Tensor& output, Re
 // Moves that reduce nothing go as bytes, so every dtype travels.
 void NcclCommunicator::do_all_gather(const Tensor& input, Tensor& output) {
   if (on_host(input)) return host_->all_gather(input, output);
+  order_after_compute();
   NCCL_CHECK(ncclAllGather(input.raw(), output.raw(), input.bytes(), ncclUint8, comm_, stream_));
   wait(Op::all_gather, static_cast<int64_t>(output.bytes()));
 }
 
 void NcclCommunicator::do_broadcast(Tensor& buffer, int root) {
   if (on_host(buffer)) return host_->broadcast(buffer, root);
+  order_after_compute();
   NCCL_CHECK(ncclBroadcast(buffer.raw(), buffer.raw(), buffer.bytes(), ncclUint8, root, comm_,
                            stream_));
   wait(Op::broadcast, static_cast<int64_t>(buffer.bytes()));
@@ -217,18 +226,73 @@ void NcclCommunicator::do_broadcast(Tensor& buffer, int root) {
 
 void NcclCommunicator::do_send(const Tensor& buffer, int peer) {
   if (on_host(buffer)) return host_->send(buffer, peer);
+  order_after_compute();
   NCCL_CHECK(ncclSend(buffer.raw(), buffer.bytes(), ncclUint8, peer, comm_, stream_));
   wait(Op::send, static_cast<int64_t>(buffer.bytes()));
 }
 
 void NcclCommunicator::do_recv(Tensor& buffer, int peer) {
   if (on_host(buffer)) return host_->recv(buffer, peer);
+  order_after_compute();
   NCCL_CHECK(ncclRecv(buffer.raw(), buffer.bytes(), ncclUint8, peer, comm_, stream_));
   wait(Op::recv, static_cast<int64_t>(buffer.bytes()));
 }
 
-// NCCL has no barrier; this stream is idle between calls, so the host one is enough.
-void NcclCommunicator::do_barrier() { host_->barrier(); }
+// NCCL has no barrier: what this rank queued here (asynchronous all-reduces
+// included) finishes first, then the host communicator's barrier.
+void NcclCommunicator::do_barrier() {
+  wait(Op::barrier, 0);
+  host_->barrier();
+}
+
+void NcclCommunicator::order_after_compute() {
+  // Kernels queued on the compute stream before this call wrote the buffers
+  // the collective reads; the legacy default stream would order itself,
+  // a stream of the trainer's own (non-blocking) must be waited for.
+  CUDA_CHECK(cudaEventRecord(compute_done_, static_cast<cudaStream_t>(current_compute_stream())));
+  CUDA_CHECK(cudaStreamWaitEvent(stream_, compute_done_, 0));
+}
+
+namespace {
+
+// An all-reduce queued on the communicator's stream. wait() polls the
+// stream under the deadline (ending the job on a timeout or an NCCL error,
+// as a blocking call does); the stream runs its work in order, so waiting
+// for it covers this call and every earlier one.
+class PendingNcclAllReduce final : public PendingCollective {
+ public:
+  PendingNcclAllReduce(std::function<void()> waiter) : waiter_(std::move(waiter)) {}
+  ~PendingNcclAllReduce() override {
+    if (!done_) {
+      try {
+        wait();
+      } catch (...) {
+        // Errors surface through wait(); a destructor must not throw.
+      }
+    }
+  }
+  void wait() override {
+    if (done_) return;
+    done_ = true;
+    waiter_();
+  }
+
+ private:
+  std::function<void()> waiter_;
+  bool done_ = false;
+};
+
+}  // namespace
+
+std::unique_ptr<PendingCollective> NcclCommunicator::do_all_reduce_async(Tensor& buffer,
+                                                                         ReduceOp op) {
+  if (on_host(buffer)) return host_->all_reduce_async(buffer, op);
+  order_after_compute();
+  NCCL_CHECK(ncclAllReduce(buffer.raw(), buffer.raw(), static_cast<size_t>(buffer.numel()),
+                           nccl_reduce_type(buffer.dtype()), nccl_op(op), comm_, stream_));
+  const int64_t bytes = static_cast<int64_t>(buffer.bytes());
+  return std::make_unique<PendingNcclAllReduce>([this, bytes] { wait(Op::all_reduce, bytes); });
+}
 
 std::unique_ptr<Communicator> NcclCommunicator::do_split(int color, int key) {
   // The host split first: it gathers every rank's color under the deadline,

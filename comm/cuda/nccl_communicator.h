@@ -8,12 +8,21 @@
 // 0 makes the ncclUniqueId and broadcasts it through MPI; otherwise the
 // world is one rank on the current GPU (no MPI needed: a single GPU
 // machine), and a process launched by mpirun without MpiRuntime is refused.
-// Groups come from ncclCommSplit. One CUDA stream per communicator, created
-// blocking with respect to the legacy default stream, so device work queued
-// there before a call is finished before the call reads its buffers. Every
-// call waits for its stream (cudaStreamQuery polled up to the deadline of
-// options().timeout_seconds); on timeout or an asynchronous NCCL error it
-// aborts the NCCL communicator and ends the job.
+// Groups come from ncclCommSplit. One CUDA stream per communicator; before
+// each call it waits (an event) for the work queued so far on the thread's
+// compute stream (engine/core/device_stream.h), so the kernels that wrote a
+// buffer have run before the collective reads it. Every blocking call waits
+// for its stream (cudaStreamQuery polled up to the deadline of
+// options().timeout_seconds); all_reduce_async returns at once and its
+// handle waits the same way. On timeout or an asynchronous NCCL error the
+// NCCL communicator is aborted and the job ends.
+//
+// Several group communicators may have all-reduces in flight at once
+// (gradient buckets of different owner sets), each on its own stream, and
+// ranks may start them in different orders: each NCCL kernel needs only its
+// own group's peers, which run on their own streams, so none waits behind
+// another group's kernel. A job that sees a hang there can run with
+// --bucket-mb 0 (every reduction after backward, in group order).
 #include <cuda_runtime.h>
 #include <nccl.h>
 
@@ -35,6 +44,9 @@ class NcclCommunicator final : public Communicator {
 
  protected:
   void do_all_reduce(Tensor& buffer, ReduceOp op) override;
+  // Queued after the compute stream's work and returned at once: the
+  // reduction runs on this communicator's stream beside compute.
+  std::unique_ptr<PendingCollective> do_all_reduce_async(Tensor& buffer, ReduceOp op) override;
   void do_reduce_scatter(const Tensor& input, Tensor& output, ReduceOp op) override;
   void do_all_gather(const Tensor& input, Tensor& output) override;
   void do_broadcast(Tensor& buffer, int root) override;
@@ -53,9 +65,13 @@ class NcclCommunicator final : public Communicator {
                    std::shared_ptr<CommStats> stats, CommOptions options);
   // Waits for this communicator's stream; on timeout or an NCCL error ends the job.
   void wait(Op op, int64_t bytes);
+  // Makes this communicator's stream wait for the work queued so far on the
+  // thread's compute stream (engine/core/device_stream.h).
+  void order_after_compute();
 
   ncclComm_t comm_ = nullptr;
   cudaStream_t stream_ = nullptr;
+  cudaEvent_t compute_done_ = nullptr;  // recorded on the compute stream before each call
   std::unique_ptr<Communicator> host_;
 };
 
