@@ -362,6 +362,17 @@ st_ours() {  # MODEL STEPS
     --seq "$SEQ" --steps "$2" --eval-every 0 --progress false --metrics "$RES/ours_$1.jsonl"
 }
 
+# One rank of an 8-rank SDP job (C = 0.5), run on this GPU as that rank:
+# its subnetwork, memory and counted traffic are real; the other ranks'
+# collectives are emulated (counted, not run). Its peak beside DDP's (the
+# plain run above) is the SDP saving on this device.
+st_ours_sdp() {  # MODEL STRATEGY STEPS
+  "$SDP_TRAIN" --device "$RUN_DEVICE" --dtype "$RUN_DTYPE" --model "$1" --batch "$BATCH" \
+    --seq "$SEQ" --steps "$3" --eval-every 0 --progress false --strategy "$2" \
+    --active-fraction 0.5 --emulate-world 8 --emulate-rank 0 \
+    --metrics "$RES/ours_${2}_$1.jsonl"
+}
+
 st_torch() {  # MODE MODEL STEPS
   [[ -n $PY_TORCH ]] || { echo "no python with torch"; return 1; }
   local extra=()
@@ -373,7 +384,7 @@ st_torch() {  # MODE MODEL STEPS
 }
 
 export -f with_original_library_path st_env st_gemm st_deps st_configure st_build st_predict st_cuda_tests \
-  st_cuda_tests_list st_nccl_smoke st_cpu_tests with_smi st_ours st_torch
+  st_cuda_tests_list st_nccl_smoke st_cpu_tests with_smi st_ours st_ours_sdp st_torch
 
 # ---- the run --------------------------------------------------------------
 say "repo $REPO, work $WORK, out $OUT, budget ${BUDGET_S} s$( ((DRY)) && echo ", DRY: $DRY_REASON")"
@@ -430,6 +441,11 @@ if ((DRY)); then
   stage "torch_compile_$first" 60 5 st_torch compile "$first" "$STEPS"
 else
   stage "torch_compile_$first" 200 100 st_torch compile "$first" "$STEPS"
+fi
+if [[ -x $SDP_TRAIN ]]; then
+  for strategy in b-sdp n-sdp; do
+    stage "ours_${strategy}_$first" 90 30 st_ours_sdp "$first" "$strategy" 10
+  done
 fi
 stage cpu_tests 150 40 st_cpu_tests
 

@@ -273,6 +273,12 @@ def summarize(work):
         for mode in ("eager", "compile"):
             impls.append((f"torch {mode}", torch_figures(os.path.join(res, f"torch_{mode}_{model}.json")),
                           os.path.join(res, f"smi_torch_{mode}_{model}.txt")))
+        # One emulated rank of an 8-rank SDP job at C = 0.5 (check.sh st_ours_sdp).
+        for strategy in ("b-sdp", "n-sdp"):
+            # Its tokens are the whole job's (8 ranks' batches), as the metrics count them.
+            impls.append((f"ours {strategy} rank 0/8 (job tokens/s)", ours_figures(
+                os.path.join(res, f"ours_{strategy}_{model}.jsonl"), batch, seq),
+                os.path.join(res, f"smi_ours_{strategy}_{model}.txt")))
         for name, fig, smi in impls:
             if fig is None:
                 continue
@@ -280,7 +286,8 @@ def summarize(work):
             if fig["status"] != "ok" and "step_s" not in fig:
                 runs.append(fig)
                 continue
-            fig["flops_formula"] = formula
+            # A subnetwork runs fewer FLOPs than the whole model's formula.
+            fig["flops_formula"] = None if name.startswith("ours ") else formula
             if fig.get("tokens_per_step") and batch and seq and fig["tokens_per_step"] != batch * seq:
                 fig["flops_formula"] = None  # another batch than the formula assumes
             for key in ("flops_counted", "flops_formula"):
@@ -364,6 +371,13 @@ def markdown(s):
     else:
         lines.append("no benchmark results (see the stages above)")
     notes = []
+    for r in s["runs"]:
+        if r["impl"].startswith("ours ") and r.get("peak_allocated"):
+            ddp = next((d for d in s["runs"] if d["model"] == r["model"] and d["impl"] == "ours"
+                        and d.get("peak_allocated")), None)
+            if ddp:
+                notes.append(f"{r['model']}: {r['impl']} peak / DDP peak = "
+                             f"{r['peak_allocated'] / ddp['peak_allocated']:.3f}")
     for r in s["runs"]:
         if r["impl"] == "ours" and "step_s" in r:
             if r.get("predicted_peak") and r.get("peak_allocated"):
