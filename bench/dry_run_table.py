@@ -27,17 +27,20 @@ def main():
     ap.add_argument("--models", default="llama-134m,llama-500m,llama-1b")
     ap.add_argument("--batch", type=int, default=8)
     ap.add_argument("--seq", type=int, default=1024)
+    ap.add_argument("--dtype", default="f32", choices=["f32", "bf16"],
+                    help="bf16: the CUDA mixed-precision step (bf16 parameters and "
+                         "activations, f32 master weights, gradients and AdamW state)")
     args = ap.parse_args()
     rows = []
     with tempfile.TemporaryDirectory() as tmp:
         for model in args.models.split(","):
             path = os.path.join(tmp, model + ".jsonl")
             subprocess.run([args.bin, "--dry-run", "--model", model, "--batch", str(args.batch),
-                            "--seq", str(args.seq), "--metrics", path],
+                            "--seq", str(args.seq), "--dtype", args.dtype, "--metrics", path],
                            check=True, stdout=subprocess.DEVNULL)
             with open(path) as f:
                 rows.append(json.loads(f.readline()))
-    print(f"Dry run (meta device, 512-byte blocks), f32, one step, batch {args.batch} x seq "
+    print(f"Dry run (meta device, 512-byte blocks), {args.dtype}, one step, batch {args.batch} x seq "
           f"{args.seq} per rank, single process (no SDP). GiB at the step's peak.\n")
     print("| model | params | " + " | ".join(CATEGORIES) + " | peak total |")
     print("|---|---:|" + "---:|" * (len(CATEGORIES) + 1))

@@ -95,6 +95,21 @@ void Communicator::all_reduce(Tensor& buffer, ReduceOp op) {
   do_all_reduce(buffer, op);
 }
 
+DeferredCollective::~DeferredCollective() {
+  try {
+    wait();
+  } catch (...) {
+    // A failed collective has ended the job or thrown from wait() already.
+  }
+}
+
+void DeferredCollective::wait() {
+  if (!finish_) return;
+  auto finish = std::move(finish_);
+  finish_ = nullptr;
+  finish();
+}
+
 namespace {
 struct FinishedCollective final : PendingCollective {
   void wait() override {}

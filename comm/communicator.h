@@ -22,6 +22,7 @@
 #include <array>
 #include <chrono>
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <memory>
 #include <string>
@@ -87,6 +88,19 @@ class PendingCollective {
  public:
   virtual ~PendingCollective() = default;
   virtual void wait() = 0;
+};
+
+// The handle the backends return: wait() runs `finish` (which waits under
+// the deadline and completes the call) exactly once; an unwaited handle
+// runs it in its destructor, where an error can only be swallowed.
+class DeferredCollective final : public PendingCollective {
+ public:
+  explicit DeferredCollective(std::function<void()> finish) : finish_(std::move(finish)) {}
+  ~DeferredCollective() override;
+  void wait() override;
+
+ private:
+  std::function<void()> finish_;
 };
 
 class Communicator {

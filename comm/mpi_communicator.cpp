@@ -1,8 +1,6 @@
 #if SDP_HAVE_MPI
 #include "comm/mpi_communicator.h"
 
-#include <functional>
-
 #include <algorithm>
 #include <climits>
 #include <cstring>
@@ -113,52 +111,18 @@ void MpiCommunicator::do_all_reduce(Tensor& buffer, ReduceOp op) {
   if (op == ReduceOp::average) divide_in_place(buffer, size());
 }
 
-namespace {
-
-// An MPI_Iallreduce in flight. Open MPI progresses it inside MPI calls, so
-// on the host it mostly advances at wait(); its value is the same code path
-// as the device backend's real overlap.
-class PendingMpiAllReduce final : public PendingCollective {
- public:
-  using Waiter = std::function<void(MPI_Request&)>;
-  PendingMpiAllReduce(MPI_Request request, Tensor buffer, ReduceOp op, int size, Waiter waiter)
-      : request_(request), buffer_(buffer), op_(op), size_(size), waiter_(std::move(waiter)) {}
-  ~PendingMpiAllReduce() override {
-    if (!done_) {
-      try {
-        wait();
-      } catch (...) {
-        // Errors surface through wait(); a destructor must not throw.
-      }
-    }
-  }
-  void wait() override {
-    if (done_) return;
-    done_ = true;
-    waiter_(request_);
-    if (op_ == ReduceOp::average) divide_in_place(buffer_, size_);
-  }
-
- private:
-  MPI_Request request_;
-  Tensor buffer_;
-  ReduceOp op_;
-  int size_;
-  Waiter waiter_;
-  bool done_ = false;
-};
-
-}  // namespace
-
 std::unique_ptr<PendingCollective> MpiCommunicator::do_all_reduce_async(Tensor& buffer,
                                                                         ReduceOp op) {
   MPI_Request request;
   MPI_CHECK(MPI_Iallreduce(MPI_IN_PLACE, buffer.raw(), count_of(Op::all_reduce, buffer),
                            mpi_type(buffer.dtype()), MPI_SUM, comm_, &request));
+  // Open MPI progresses it mostly inside MPI calls, so on the host it
+  // advances at wait(); the code path is the device backend's real overlap.
   const int64_t bytes = static_cast<int64_t>(buffer.bytes());
-  return std::make_unique<PendingMpiAllReduce>(
-      request, buffer, op, size(),
-      [this, bytes](MPI_Request& r) { wait(r, op_name(Op::all_reduce), bytes); });
+  return std::make_unique<DeferredCollective>([this, request, buffer, op, bytes]() mutable {
+    wait(request, op_name(Op::all_reduce), bytes);
+    if (op == ReduceOp::average) divide_in_place(buffer, size());
+  });
 }
 
 void MpiCommunicator::do_reduce_scatter(const Tensor& input, Tensor& output, ReduceOp op) {

@@ -3,7 +3,6 @@
 #include <array>
 #include <cstdio>
 #include <cstring>
-#include <functional>
 
 #include "comm/cuda/nccl_check.h"
 #include "engine/core/device_stream.h"
@@ -253,37 +252,9 @@ void NcclCommunicator::order_after_compute() {
   CUDA_CHECK(cudaStreamWaitEvent(stream_, compute_done_, 0));
 }
 
-namespace {
-
-// An all-reduce queued on the communicator's stream. wait() polls the
-// stream under the deadline (ending the job on a timeout or an NCCL error,
-// as a blocking call does); the stream runs its work in order, so waiting
-// for it covers this call and every earlier one.
-class PendingNcclAllReduce final : public PendingCollective {
- public:
-  PendingNcclAllReduce(std::function<void()> waiter) : waiter_(std::move(waiter)) {}
-  ~PendingNcclAllReduce() override {
-    if (!done_) {
-      try {
-        wait();
-      } catch (...) {
-        // Errors surface through wait(); a destructor must not throw.
-      }
-    }
-  }
-  void wait() override {
-    if (done_) return;
-    done_ = true;
-    waiter_();
-  }
-
- private:
-  std::function<void()> waiter_;
-  bool done_ = false;
-};
-
-}  // namespace
-
+// The handle's wait polls this communicator's stream under the deadline
+// (ending the job on a timeout or an NCCL error, as a blocking call does);
+// the stream runs its work in order, so that covers every earlier call too.
 std::unique_ptr<PendingCollective> NcclCommunicator::do_all_reduce_async(Tensor& buffer,
                                                                          ReduceOp op) {
   if (on_host(buffer)) return host_->all_reduce_async(buffer, op);
@@ -291,7 +262,7 @@ std::unique_ptr<PendingCollective> NcclCommunicator::do_all_reduce_async(Tensor&
   NCCL_CHECK(ncclAllReduce(buffer.raw(), buffer.raw(), static_cast<size_t>(buffer.numel()),
                            nccl_reduce_type(buffer.dtype()), nccl_op(op), comm_, stream_));
   const int64_t bytes = static_cast<int64_t>(buffer.bytes());
-  return std::make_unique<PendingNcclAllReduce>([this, bytes] { wait(Op::all_reduce, bytes); });
+  return std::make_unique<DeferredCollective>([this, bytes] { wait(Op::all_reduce, bytes); });
 }
 
 std::unique_ptr<Communicator> NcclCommunicator::do_split(int color, int key) {
