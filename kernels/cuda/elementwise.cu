@@ -14,6 +14,7 @@
 #include <mutex>
 
 #include "kernels/cuda/bf16_math.cuh"
+#include "kernels/cuda/block_reduce.cuh"
 #include "kernels/cuda/cuda_check.h"
 #include "kernels/cuda/stream.h"
 
@@ -171,22 +172,6 @@ std::mutex& reduce_mutex() {
   return m;
 }
 
-// Sum over the block, valid in thread 0. blockDim.x is a multiple of 32.
-__device__ double block_sum(double v) {
-  __shared__ double warp_sums[32];
-  const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
-#pragma unroll
-  for (int offset = 16; offset > 0; offset /= 2) v += __shfl_down_sync(0xffffffffu, v, offset);
-  if (lane == 0) warp_sums[warp] = v;
-  __syncthreads();
-  if (warp == 0) {
-    v = lane < static_cast<int>(blockDim.x / 32) ? warp_sums[lane] : 0.0;
-#pragma unroll
-    for (int offset = 16; offset > 0; offset /= 2) v += __shfl_down_sync(0xffffffffu, v, offset);
-  }
-  return v;
-}
-
 struct SquareTerm {
   template <typename T>
   __device__ double operator()(T v) const {
@@ -216,7 +201,7 @@ __global__ void reduce_kernel(const T* x, int64_t n, bool aligned, Term term) {
     for (int j = 0; j < K; ++j)
       if (j < m) acc += term(p.v[j]);
   }
-  acc = block_sum(acc);
+  acc = block_sum_all(acc);
   if (threadIdx.x == 0) g_block_partials[blockIdx.x] = acc;
 }
 

@@ -11,6 +11,7 @@
 #include <cstdint>
 
 #include "kernels/cuda/bf16_math.cuh"
+#include "kernels/cuda/block_reduce.cuh"
 #include "kernels/cuda/cuda_check.h"
 #include "kernels/cuda/stream.h"
 
@@ -29,23 +30,6 @@ struct alignas(sizeof(T) * K) Vec {
 // Elements per 16-byte pack.
 template <typename T>
 constexpr int kPack = static_cast<int>(16 / sizeof(T));
-
-// Sum of v over the block, returned to every thread (all threads add the warp
-// sums in the same order, so they agree bit for bit). blockDim.x is a
-// multiple of 32; every thread of the block must call it.
-__device__ float block_sum_all(float v) {
-  __shared__ float warp_sums[32];
-  const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
-#pragma unroll
-  for (int offset = 16; offset > 0; offset /= 2) v += __shfl_xor_sync(0xffffffffu, v, offset);
-  if (lane == 0) warp_sums[warp] = v;
-  __syncthreads();
-  float total = 0;
-  const int warps = static_cast<int>(blockDim.x / 32);
-  for (int w = 0; w < warps; ++w) total += warp_sums[w];
-  __syncthreads();  // the next call rewrites warp_sums
-  return total;
-}
 
 // x, y [n, d], weight [d], rstd [n]; K elements per load (d % K == 0).
 template <typename T, int K>
