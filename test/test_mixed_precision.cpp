@@ -87,3 +87,36 @@ TEST_CASE("dtype and device combinations are checked", "[trainer][mixed]") {
   c.dtype = "f16";
   CHECK_THROWS_WITH(c.validate(), Catch::Contains("valid: f32, f64, bf16"));
 }
+
+TEST_CASE("gradients averaged in bf16 send half the bytes, through a bf16 copy in comm",
+          "[trainer][mixed]") {
+  for (double bucket_mb : {0.0, 0.01}) {  // after backward, and in buckets during it
+    CAPTURE(bucket_mb);
+    auto sent_and_comm = [&](const std::string& wire) {
+      TrainConfig c = tiny_meta("bf16");
+      c.emulate_world = 4;
+      c.emulate_rank = 1;
+      c.bucket_mb = bucket_mb;
+      c.grad_reduce_dtype = wire;
+      Trainer t(c, std::make_unique<MetaAllocator>(512, Device::cuda));
+      const StepResult r = t.train_step();
+      const auto& all_reduce = r.comm["by_op"]["all_reduce"];
+      return std::pair{all_reduce["payload_bytes"].get<int64_t>(),
+                       r.memory["peak"]["by_category"]["comm"].get<size_t>()};
+    };
+    const auto [f32_bytes, f32_comm] = sent_and_comm("f32");
+    const auto [bf16_bytes, bf16_comm] = sent_and_comm("bf16");
+    // The gradients' payload halves; the 16-byte control reduction (loss and
+    // norm share, f64) stays.
+    CHECK(bf16_bytes - 16 == (f32_bytes - 16) / 2);
+    CHECK(f32_comm == 0);
+    CHECK(bf16_comm > 0);
+  }
+  TrainConfig c = tiny_meta("bf16");
+  c.device = "cpu";
+  c.dtype = "f32";
+  c.grad_reduce_dtype = "bf16";
+  CHECK_THROWS_WITH(c.validate(), Catch::Contains("grad_reduce_dtype = 'bf16' needs device cuda"));
+  c.grad_reduce_dtype = "f16";
+  CHECK_THROWS_WITH(c.validate(), Catch::Contains("valid: f32, bf16"));
+}

@@ -70,6 +70,8 @@ void add_options(CLI::App& app, CliOptions& o) {
   par->add_option("--bucket-mb", c.bucket_mb,
                   "Gradient buckets (MiB) reduced during backward; 0 = after backward; "
                   "-1 = auto (25 on cuda, 0 elsewhere)");
+  par->add_option("--grad-reduce-dtype", c.grad_reduce_dtype,
+                  "Dtype gradients are averaged in: f32, or bf16 (half the bytes; cuda, meta)");
   par->add_option("--comm-timeout", c.comm_timeout,
                   "Seconds a collective may take before the job ends (0 = wait forever)");
   par->add_option("--emulate-world", c.emulate_world,

@@ -2,11 +2,16 @@
 
 #include <algorithm>
 
+#include "kernels/ops.h"
+
 namespace sdp {
 
-GradientBuckets::GradientBuckets(ParameterSet& params, OwnerGroups& groups, size_t bucket_bytes)
-    : params_(params), groups_(groups) {
-  const size_t element = dtype_size(params.state_dtype());
+GradientBuckets::GradientBuckets(ParameterSet& params, OwnerGroups& groups, size_t bucket_bytes,
+                                 DType wire, Allocator* staging)
+    : params_(params), groups_(groups), wire_(wire), staging_(staging) {
+  SDP_CHECK(wire == params.state_dtype() || staging,
+            "gradient buckets in ", dtype_name(wire), " need a staging allocator");
+  const size_t element = dtype_size(wire);
   bucket_elems_ = static_cast<int64_t>(std::max<size_t>(bucket_bytes / element, 1));
   state_.resize(static_cast<size_t>(params.group_count()));
   position_.assign(static_cast<size_t>(params.count()), -1);
@@ -62,8 +67,16 @@ void GradientBuckets::launch_ready(int g, bool force) {
   const int64_t length = s.launched_from - final_from;
   if (length <= 0) return;
   if (length < bucket_elems_ && final_from > 0 && !force) return;  // wait for a fuller bucket
-  Tensor bucket = params_.group_grads(g).narrow(0, final_from, length);
-  pending_.push_back(s.comm->all_reduce_async(bucket, comm::ReduceOp::average));
+  Pending p;
+  p.target = params_.group_grads(g).narrow(0, final_from, length);
+  Tensor on_wire = p.target;
+  if (wire_ != p.target.dtype()) {
+    p.wire_copy = OwnedTensor(*staging_, {length}, wire_, MemCategory::comm);  // [length]
+    ops::convert(p.target, *p.wire_copy);
+    on_wire = *p.wire_copy;
+  }
+  p.reduction = s.comm->all_reduce_async(on_wire, comm::ReduceOp::average);
+  pending_.push_back(std::move(p));
   s.launched_from = final_from;
 }
 
@@ -77,7 +90,10 @@ void GradientBuckets::finish() {
     s.next_pending = 0;
     launch_ready(g, true);
   }
-  for (auto& p : pending_) p->wait();
+  for (Pending& p : pending_) {
+    p.reduction->wait();
+    if (p.wire_copy) ops::convert(*p.wire_copy, p.target);
+  }
   pending_.clear();
 }
 

@@ -23,7 +23,10 @@ namespace sdp {
 
 class GradientBuckets {
  public:
-  GradientBuckets(ParameterSet& params, OwnerGroups& groups, size_t bucket_bytes);
+  // `wire`: the dtype buckets travel in (bf16: each bucket goes through a
+  // bf16 copy, category comm, allocated from `staging` while in flight).
+  GradientBuckets(ParameterSet& params, OwnerGroups& groups, size_t bucket_bytes,
+                  DType wire = DType::f32, Allocator* staging = nullptr);
 
   // Forgets the previous step's progress (call before the backward whose
   // gradients are final, i.e. the last micro-batch).
@@ -48,7 +51,14 @@ class GradientBuckets {
   int64_t bucket_elems_ = 0;
   std::vector<GroupState> state_;
   std::vector<int> position_;  // param id -> index in its group's params_by_offset (-1: none)
-  std::vector<std::unique_ptr<comm::PendingCollective>> pending_;
+  struct Pending {
+    std::unique_ptr<comm::PendingCollective> reduction;
+    OwnedTensor wire_copy;  // the bf16 copy on the wire, if any
+    Tensor target;          // the gradients it returns to
+  };
+  DType wire_;
+  Allocator* staging_;
+  std::vector<Pending> pending_;
 };
 
 }  // namespace sdp

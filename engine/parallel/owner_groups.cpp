@@ -22,7 +22,7 @@ OwnerGroups::OwnerGroups(comm::Communicator& world, const SubnetLayout& layout)
   }
 }
 
-void OwnerGroups::average_gradients(ParameterSet& params) {
+void OwnerGroups::average_gradients(ParameterSet& params, DType wire, Allocator* staging) {
   for (int g = 0; g < params.group_count(); ++g) {
     if (!params.group_decl(g).trained) continue;
     comm::Communicator* c = comms_[static_cast<size_t>(g)];
@@ -30,8 +30,20 @@ void OwnerGroups::average_gradients(ParameterSet& params) {
               " but is not one of its owners");
     if (c->size() == 1) continue;
     Tensor grads = params.group_grads(g);
-    c->all_reduce(grads, comm::ReduceOp::average);
+    average_in(*c, grads, wire, staging);
   }
+}
+
+void average_in(comm::Communicator& c, Tensor& grads, DType wire, Allocator* staging) {
+  if (wire == grads.dtype()) {
+    c.all_reduce(grads, comm::ReduceOp::average);
+    return;
+  }
+  SDP_CHECK(staging, "a reduction in ", dtype_name(wire), " needs a staging allocator");
+  OwnedTensor copy(*staging, grads.shape(), wire, MemCategory::comm);  // [numel] on the wire
+  ops::convert(grads, *copy);
+  c.all_reduce(*copy, comm::ReduceOp::average);
+  ops::convert(*copy, grads);
 }
 
 void OwnerGroups::broadcast_updated_values(ParameterSet& params) {

@@ -13,14 +13,21 @@
 
 namespace sdp {
 
+// All-reduce average of `grads` over `c`, through a `wire`-dtype copy from
+// `staging` when `wire` differs from the gradients' dtype.
+void average_in(comm::Communicator& c, Tensor& grads, DType wire, Allocator* staging);
+
 class OwnerGroups {
  public:
   // Collective over `world`: every rank builds the same groups in order.
   OwnerGroups(comm::Communicator& world, const SubnetLayout& layout);
 
   // Averages each trained group's gradients over its owners: one all-reduce
-  // per group (a group with a single owner has nothing to average).
-  void average_gradients(ParameterSet& params);
+  // per group (a group with a single owner has nothing to average). With
+  // `wire` bf16 (and f32 gradients) each group travels as a bf16 copy
+  // (category comm, from `staging`): half the bytes, bf16's precision.
+  void average_gradients(ParameterSet& params, DType wire = DType::f32,
+                         Allocator* staging = nullptr);
   // Backward masking: every group not owned by all ranks goes from its root
   // to every rank (one broadcast per group over the world), so all ranks
   // keep the full, identical model.

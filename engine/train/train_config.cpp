@@ -9,7 +9,7 @@ namespace sdp {
   X(model) X(data) X(batch) X(seq) X(grad_accum) X(steps) X(lr) X(min_lr) X(warmup)      \
   X(weight_decay) X(beta1) X(beta2) X(eps) X(grad_clip) X(eval_every) X(eval_batches)     \
   X(seed) X(device) X(dtype) X(threads) X(strategy) X(active_fraction) X(plan)            \
-  X(plan_seed) X(ffn_groups) X(head_groups) X(comm_timeout) X(bucket_mb) X(emulate_world)              \
+  X(plan_seed) X(ffn_groups) X(head_groups) X(comm_timeout) X(bucket_mb) X(grad_reduce_dtype) X(emulate_world)              \
   X(emulate_rank) X(save_dir) X(save_every) X(resume) X(metrics) X(progress)
 
 nlohmann::json TrainConfig::to_json() const {
@@ -95,6 +95,11 @@ void TrainConfig::validate() const {
     fail("config: strategy = '", strategy,
          "' is invalid (valid: ddp, b-sdp, n-sdp, bb-sdp, nb-sdp)");
   in_range("active_fraction", active_fraction, 0, 1, true);
+  if (grad_reduce_dtype != "f32" && grad_reduce_dtype != "bf16")
+    fail("config: grad_reduce_dtype = '", grad_reduce_dtype, "' is invalid (valid: f32, bf16)");
+  if (grad_reduce_dtype == "bf16" && device == "cpu")
+    fail("config: grad_reduce_dtype = 'bf16' needs device cuda (or meta for a dry run); MPI "
+         "cannot reduce bf16 host buffers");
   if (!(bucket_mb == -1 || bucket_mb >= 0))
     fail("config: bucket_mb = ", bucket_mb, " is invalid (valid: -1 = auto, 0 = no buckets, or > 0 MiB)");
   if (strategy == "ddp" && active_fraction != 1.0)

@@ -51,6 +51,10 @@ struct TrainConfig {
   // on cpu and meta (host MPI progresses a non-blocking reduction only
   // inside MPI calls, so buckets would only add calls there).
   double bucket_mb = -1;
+  // Dtype gradients are averaged in on the wire: f32, or bf16 (half the
+  // bytes; each reduction goes through a bf16 copy, category comm). bf16
+  // needs --device cuda or meta (MPI cannot reduce bf16 host buffers).
+  std::string grad_reduce_dtype = "f32";
   // rank emulation: run rank `emulate_rank` of an `emulate_world`-rank job in
   // this process (collectives skipped but counted); 0 = off
   int64_t emulate_world = 0;

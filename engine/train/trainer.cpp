@@ -110,9 +110,11 @@ Trainer::Trainer(const TrainConfig& config, std::unique_ptr<comm::Communicator> 
   groups_ = std::make_unique<OwnerGroups>(w, layout_);
   const double bucket_mb =
       config_.bucket_mb >= 0 ? config_.bucket_mb : alloc_->device() == Device::cuda ? 25.0 : 0.0;
+  reduce_dtype_ = config_.grad_reduce_dtype == "bf16" ? DType::bf16 : model_->params().state_dtype();
   if (bucket_mb > 0)
     buckets_ = std::make_unique<GradientBuckets>(model_->params(), *groups_,
-                                                 static_cast<size_t>(bucket_mb * (1 << 20)));
+                                                 static_cast<size_t>(bucket_mb * (1 << 20)),
+                                                 reduce_dtype_, alloc_.get());
   optimizer_ = std::make_unique<AdamW>(
       model_->params(),
       AdamWSettings{config_.beta1, config_.beta2, config_.eps, config_.weight_decay});
@@ -202,7 +204,7 @@ StepResult Trainer::train_step() {
     if (buckets_)
       buckets_->finish();  // what backward did not start yet, then wait for all
     else
-      groups_->average_gradients(params);
+      groups_->average_gradients(params, reduce_dtype_, alloc_.get());
     // One small all-reduce carries the loss and this rank's share of the
     // squared gradient norm (each group counted once, by its root).
     double* ctl = control_->data<double>();

@@ -114,6 +114,7 @@ class Trainer {
   std::unique_ptr<llama::LlamaModel> model_;
   std::unique_ptr<OwnerGroups> groups_;
   std::unique_ptr<GradientBuckets> buckets_;  // null: one reduction per group after backward
+  DType reduce_dtype_ = DType::f32;           // gradients on the wire
   std::unique_ptr<ops::ComputeStream> stream_;  // cuda: this trainer's compute stream
   std::unique_ptr<AdamW> optimizer_;
   LrSchedule schedule_;
