@@ -22,7 +22,8 @@ OwnerGroups::OwnerGroups(comm::Communicator& world, const SubnetLayout& layout)
   }
 }
 
-void OwnerGroups::average_gradients(ParameterSet& params, DType wire, Allocator* staging) {
+void OwnerGroups::average_gradients(ParameterSet& params, std::optional<DType> wire,
+                                    Allocator* staging) {
   for (int g = 0; g < params.group_count(); ++g) {
     if (!params.group_decl(g).trained) continue;
     comm::Communicator* c = comms_[static_cast<size_t>(g)];
@@ -30,7 +31,7 @@ void OwnerGroups::average_gradients(ParameterSet& params, DType wire, Allocator*
               " but is not one of its owners");
     if (c->size() == 1) continue;
     Tensor grads = params.group_grads(g);
-    average_in(*c, grads, wire, staging);
+    average_in(*c, grads, wire.value_or(grads.dtype()), staging);
   }
 }
 

@@ -5,6 +5,7 @@
 // global gradient norm, and moving groups to rank 0 (evaluation of the full
 // model, checkpoints).
 #include <memory>
+#include <optional>
 #include <vector>
 
 #include "comm/communicator.h"
@@ -23,10 +24,11 @@ class OwnerGroups {
   OwnerGroups(comm::Communicator& world, const SubnetLayout& layout);
 
   // Averages each trained group's gradients over its owners: one all-reduce
-  // per group (a group with a single owner has nothing to average). With
-  // `wire` bf16 (and f32 gradients) each group travels as a bf16 copy
-  // (category comm, from `staging`): half the bytes, bf16's precision.
-  void average_gradients(ParameterSet& params, DType wire = DType::f32,
+  // per group (a group with a single owner has nothing to average). With a
+  // `wire` dtype other than the gradients' (bf16 next to f32 gradients) each
+  // group travels as a copy in that dtype (category comm, from `staging`):
+  // half the bytes, bf16's precision. Default: the gradients' own dtype.
+  void average_gradients(ParameterSet& params, std::optional<DType> wire = std::nullopt,
                          Allocator* staging = nullptr);
   // Backward masking: every group not owned by all ranks goes from its root
   // to every rank (one broadcast per group over the world), so all ranks
