@@ -25,12 +25,11 @@ std::unique_ptr<Allocator> make_allocator(const std::string& device) {
   // blocks, the CUDA kernels' workspaces).
   if (device == "meta") return std::make_unique<MetaAllocator>(512, Device::cuda);
   if (device == "cuda") {
+    // Fails with a clear message when no GPU or driver is present, or the
+    // build has no CUDA.
+    Trainer::require_device(device);
 #ifdef SDP_HAVE_CUDA
-    // Fails with a clear message when no GPU or driver is present.
     return std::make_unique<cuda::DeviceAllocator>();
-#else
-    fail("--device cuda: this build has no CUDA support (no toolkit was found when it was "
-         "configured); use --device cpu, or --device meta for a dry run");
 #endif
   }
   fail("device '", device, "' is not available (valid: cpu, meta, cuda)");

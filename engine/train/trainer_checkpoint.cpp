@@ -57,10 +57,7 @@ void read_parameter_set(ParameterSet& p, const ck::SafetensorsFile& weights,
     if (!p.is_materialized(id)) continue;
     const std::string& name = p.decl(id).full_name;
     read_part(weights, name, id, p.values(id));
-    if (p.has_master(p.decl(id).group)) {  // the bf16 copy the forward reads
-      Tensor low = p.param(id);
-      stage_copy(p.values(id), low);
-    }
+    p.refresh_from_master(id);  // the bf16 copy the forward reads
     if (!moments || !p.is_trained(id)) continue;
     read_part(*moments, "exp_avg." + name, id, p.adam_m(id));
     read_part(*moments, "exp_avg_sq." + name, id, p.adam_v(id));

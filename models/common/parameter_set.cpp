@@ -149,12 +149,16 @@ void ParameterSet::init_values(uint64_t seed) {
         break;
       }
     }
-    if (has_master(d.group)) {
-      Tensor m = values(id);
-      stage_copy(*drawn, m);
-    }
-    stage_copy(*drawn, p);
+    Tensor target = values(id);
+    stage_copy(*drawn, target);
+    refresh_from_master(id);
   }
+}
+
+void ParameterSet::refresh_from_master(int id) {
+  if (!has_master(decl(id).group)) return;
+  Tensor low = param(id);
+  stage_copy(values(id), low);
 }
 
 Tensor ParameterSet::slice(const OwnedTensor& flat, int id, const char* what) const {

@@ -95,6 +95,10 @@ class ParameterSet {
   // The authoritative values: the f32 master copy where one is kept, else
   // the parameter itself (checkpoints and gathers read these).
   Tensor values(int id) const;
+  // Rounds parameter id's master values into the low-precision copy the
+  // forward reads (after the master was written: initialization, a
+  // checkpoint); nothing where no master is kept.
+  void refresh_from_master(int id);
   bool has_master(int group) const {
     return static_cast<size_t>(group) < storage_.size() &&
            static_cast<bool>(storage_[static_cast<size_t>(group)].master);
