@@ -108,6 +108,74 @@ void cross_entropy_forward(const Tensor& logits, const Tensor& targets, Tensor& 
 void cross_entropy_backward_input(const Tensor& logits, const Tensor& targets,
                                   const Tensor& lse, double grad_scale, Tensor& dlogits);
 
+// ---- convolution (NCHW), for the CIFAR ResNets --------------------------------
+// x [B, Cin, H, W], w [Cout, Cin, k, k], y [B, Cout, Ho, Wo] with
+// Ho = (H + 2 padding - k) / stride + 1 (likewise Wo); square kernels, equal
+// stride and zero padding on both axes; no bias (every conv is followed by a
+// BatchNorm). All contiguous, one dtype (weight gradients: accum dtype).
+// workspace: [n] of x's dtype with n >= conv2d_workspace_elems(...) for the
+// device the op will run on (a meta dry run passes the device it mirrors);
+// one workspace serves all three calls of a geometry. The caller allocates
+// it (category workspace), so the allocator sees every byte.
+//   cpu : the im2col buffer of a chunk of images (the chunk is chosen for one
+//         large GEMM per chunk, bounded so it never exceeds a few MiB more
+//         than one image's im2col).
+//   cuda: what cuDNN may use, capped (cuDNN's fastest algorithm that fits is
+//         chosen), plus a weight-gradient staging copy in bf16 runs.
+struct Conv2dGeometry {
+  int64_t kernel = 3;
+  int64_t stride = 1;
+  int64_t padding = 1;
+  int64_t out_size(int64_t in) const { return (in + 2 * padding - kernel) / stride + 1; }
+};
+int64_t conv2d_workspace_elems(const Shape& x, const Shape& w, const Conv2dGeometry& geometry,
+                               DType dtype, Device device);
+// y = conv(x, w), or y += conv(x, w) with accumulate (the sum over N-SDP
+// channel groups of a block's second conv).
+void conv2d_forward(const Tensor& x, const Tensor& w, const Conv2dGeometry& geometry, Tensor& y,
+                    Tensor& workspace, bool accumulate = false);
+// dx = conv_transpose(dy, w) (overwrite), or dx += with accumulate.
+void conv2d_backward_input(const Tensor& dy, const Tensor& w, const Conv2dGeometry& geometry,
+                           Tensor& dx, Tensor& workspace, bool accumulate = false);
+// dw += correlation of x with dy.
+void conv2d_backward_weight(const Tensor& dy, const Tensor& x, const Conv2dGeometry& geometry,
+                            Tensor& dw, Tensor& workspace);
+
+// ---- batch normalization over (B, H, W) per channel --------------------------
+// x, y [B, C, H, W] (H = W = 1 allowed); weight, bias [C] (parameter dtype =
+// x's); save_mean, save_invstd [C] and running_mean, running_var [C] in the
+// accum dtype. Training: y = (x - mean) * invstd * weight + bias with the
+// batch's biased variance, invstd = 1/sqrt(var + eps); running statistics
+// move by `momentum` toward the batch mean and the *unbiased* batch variance
+// (PyTorch's convention), so a checkpoint means the same in PyTorch.
+void batchnorm_forward_train(const Tensor& x, const Tensor& weight, const Tensor& bias,
+                             double eps, double momentum, Tensor& y, Tensor& save_mean,
+                             Tensor& save_invstd, Tensor& running_mean, Tensor& running_var);
+// Evaluation: the running statistics instead of the batch's.
+void batchnorm_forward_eval(const Tensor& x, const Tensor& weight, const Tensor& bias,
+                            const Tensor& running_mean, const Tensor& running_var, double eps,
+                            Tensor& y);
+// dx (overwritten) of the training forward; dx may alias dy.
+void batchnorm_backward_input(const Tensor& dy, const Tensor& x, const Tensor& weight,
+                              const Tensor& save_mean, const Tensor& save_invstd, Tensor& dx);
+// dweight += sum(dy * xhat), dbias += sum(dy) over (B, H, W).
+void batchnorm_backward_weight(const Tensor& dy, const Tensor& x, const Tensor& save_mean,
+                               const Tensor& save_invstd, Tensor& dweight, Tensor& dbias);
+
+// ---- ReLU, global average pooling, bias ---------------------------------------
+// Any shape; y may alias x.
+void relu_forward(const Tensor& x, Tensor& y);
+// dx = dy where y > 0, else 0 (y: the forward's output); dx may alias dy.
+void relu_backward_input(const Tensor& dy, const Tensor& y, Tensor& dx);
+// x [B, C, H, W] -> y [B, C]: the mean over H, W.
+void global_avg_pool_forward(const Tensor& x, Tensor& y);
+// dy [B, C] -> dx [B, C, H, W] (overwritten): dy / (H W) everywhere.
+void global_avg_pool_backward_input(const Tensor& dy, Tensor& dx);
+// y [N, C] += bias [C] per row (after linear_forward: a linear layer with bias).
+void bias_add_forward(Tensor& y, const Tensor& bias);
+// dbias [C] (accum dtype) += column sums of dy [N, C].
+void bias_backward_weight(const Tensor& dy, Tensor& dbias);
+
 // ---- optimizer ---------------------------------------------------------------
 struct AdamWConfig {
   double lr = 1e-3;
