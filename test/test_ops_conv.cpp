@@ -1,0 +1,322 @@
+// conv2d: forward against a direct 7-loop convolution in double, both
+// backward halves against finite differences, f32 against f64, the meta
+// device (shapes checked, bf16 accepted, nothing computed), the workspace
+// sizes and the argument errors.
+#include <catch2/catch.hpp>
+
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "kernels/flop_count.h"
+#include "ops_test_util.h"
+
+using namespace sdp;
+using namespace sdp::testing;
+
+namespace {
+
+struct ConvCase {
+  int64_t batch, in_ch, out_ch, height, width;
+  ops::Conv2dGeometry geometry;
+
+  Shape x() const { return {batch, in_ch, height, width}; }
+  Shape w() const { return {out_ch, in_ch, geometry.kernel, geometry.kernel}; }
+  Shape y() const {
+    return {batch, out_ch, geometry.out_size(height), geometry.out_size(width)};
+  }
+  std::string name() const {
+    std::ostringstream os;
+    os << "B" << batch << " Cin" << in_ch << " Cout" << out_ch << " " << height << "x" << width
+       << " k" << geometry.kernel << " s" << geometry.stride << " p" << geometry.padding;
+    return os.str();
+  }
+};
+
+// k 1 and 3 (and 2, 5), stride 1 to 3, padding 0 to 2, H != W, B 1..3,
+// channels 1..5; plus shapes that take the kernel's other paths: several
+// images per GEMM with a partial last chunk (15 x 20 outputs: 4 per chunk,
+// B 5) and one image per GEMM written straight into y (32 x 33 outputs).
+const ConvCase kCases[] = {
+    {1, 1, 1, 4, 5, {3, 1, 1}},  {2, 3, 4, 5, 7, {3, 1, 1}},  {3, 2, 5, 6, 5, {3, 2, 1}},
+    {2, 4, 3, 7, 6, {3, 1, 0}},  {2, 5, 2, 6, 8, {3, 2, 0}},  {3, 3, 4, 5, 4, {1, 1, 0}},
+    {2, 4, 5, 7, 6, {1, 2, 0}},  {1, 2, 3, 6, 7, {1, 1, 1}},  {2, 2, 3, 6, 8, {2, 2, 0}},
+    {2, 3, 2, 9, 7, {5, 3, 2}},  {1, 2, 2, 2, 3, {3, 1, 1}},  {5, 2, 3, 15, 20, {3, 1, 1}},
+    {2, 2, 2, 32, 33, {3, 1, 1}}, {2, 3, 2, 32, 33, {1, 1, 0}},
+};
+
+// Small enough for finite differences (every element of x and w perturbed).
+const ConvCase kGradCases[] = {
+    {2, 3, 4, 5, 6, {3, 1, 1}}, {2, 2, 3, 7, 6, {3, 2, 1}}, {3, 3, 2, 5, 4, {1, 1, 0}},
+    {2, 3, 2, 6, 5, {1, 2, 0}}, {1, 2, 3, 6, 7, {3, 2, 0}}, {2, 2, 2, 7, 5, {5, 3, 2}},
+};
+
+// y [B, Cout, Ho, Wo] of x [B, Cin, H, W] and w [Cout, Cin, k, k], by definition.
+std::vector<double> naive_conv(const std::vector<double>& x, const std::vector<double>& w,
+                               const ConvCase& c) {
+  const auto& g = c.geometry;
+  const int64_t ho_n = g.out_size(c.height), wo_n = g.out_size(c.width), k = g.kernel;
+  std::vector<double> y(static_cast<size_t>(c.batch * c.out_ch * ho_n * wo_n), 0.0);
+  for (int64_t b = 0; b < c.batch; ++b)
+    for (int64_t co = 0; co < c.out_ch; ++co)
+      for (int64_t oh = 0; oh < ho_n; ++oh)
+        for (int64_t ow = 0; ow < wo_n; ++ow) {
+          double s = 0;
+          for (int64_t ci = 0; ci < c.in_ch; ++ci)
+            for (int64_t kh = 0; kh < k; ++kh)
+              for (int64_t kw = 0; kw < k; ++kw) {
+                const int64_t ih = oh * g.stride - g.padding + kh;
+                const int64_t iw = ow * g.stride - g.padding + kw;
+                if (ih < 0 || ih >= c.height || iw < 0 || iw >= c.width) continue;
+                s += x[static_cast<size_t>(((b * c.in_ch + ci) * c.height + ih) * c.width + iw)] *
+                     w[static_cast<size_t>(((co * c.in_ch + ci) * k + kh) * k + kw)];
+              }
+          y[static_cast<size_t>(((b * c.out_ch + co) * ho_n + oh) * wo_n + ow)] = s;
+        }
+  return y;
+}
+
+Tensor make_workspace(Arena& arena, const ConvCase& c, DType dtype) {
+  return arena.make({ops::conv2d_workspace_elems(c.x(), c.w(), c.geometry, dtype, Device::cpu)},
+                    dtype);
+}
+
+std::vector<double> plus(std::vector<double> a, const std::vector<double>& b) {
+  for (size_t i = 0; i < a.size(); ++i) a[i] += b[i];
+  return a;
+}
+
+}  // namespace
+
+TEST_CASE("conv2d_forward matches a direct convolution", "[ops][conv]") {
+  for (const auto& c : kCases) {
+    for (const auto& dc : kFloatCases) {
+      INFO(c.name() << " " << dtype_name(dc.dtype));
+      Arena arena;
+      Tensor x64 = arena.make(c.x()), w64 = arena.make(c.w());
+      fill_uniform(x64, 1);
+      fill_uniform(w64, 2);
+      Tensor x = cast_copy(arena, x64, dc.dtype), w = cast_copy(arena, w64, dc.dtype);
+      Tensor y = arena.make(c.y(), dc.dtype), ws = make_workspace(arena, c, dc.dtype);
+      fill_garbage(y);
+      fill_garbage(ws);
+      ops::conv2d_forward(x, w, c.geometry, y, ws);
+      const auto ref = naive_conv(to_vector(x), to_vector(w), c);
+      REQUIRE(max_rel_error(to_vector(y), ref) < dc.tol);
+
+      // accumulate adds onto what y holds
+      Tensor y0_64 = arena.make(c.y());
+      fill_uniform(y0_64, 3);
+      Tensor acc = cast_copy(arena, y0_64, dc.dtype);
+      ops::conv2d_forward(x, w, c.geometry, acc, ws, /*accumulate=*/true);
+      REQUIRE(max_rel_error(to_vector(acc), plus(to_vector(y0_64), ref)) < dc.tol);
+    }
+  }
+}
+
+TEST_CASE("conv2d backward matches finite differences", "[ops][conv]") {
+  for (const auto& c : kGradCases) {
+    INFO(c.name());
+    Arena arena;
+    Tensor x = arena.make(c.x()), w = arena.make(c.w());
+    Tensor y = arena.make(c.y()), r = arena.make(c.y());  // r = d loss / d y
+    Tensor ws = make_workspace(arena, c, DType::f64);
+    fill_uniform(x, 4);
+    fill_uniform(w, 5);
+    fill_uniform(r, 6);
+    auto loss = [&] {
+      ops::conv2d_forward(x, w, c.geometry, y, ws);
+      return weighted_sum(y, r);
+    };
+    const auto num_dx = numeric_gradient(x, loss);
+    const auto num_dw = numeric_gradient(w, loss);
+
+    Tensor dx = arena.make(c.x()), dw = arena.make(c.w());
+    fill_garbage(dx);
+    fill_garbage(ws);
+    ops::conv2d_backward_input(r, w, c.geometry, dx, ws);
+    REQUIRE(max_rel_error(to_vector(dx), num_dx) < 1e-7);
+    // accumulate adds a second copy
+    ops::conv2d_backward_input(r, w, c.geometry, dx, ws, /*accumulate=*/true);
+    REQUIRE(max_rel_error(to_vector(dx), plus(num_dx, num_dx)) < 1e-7);
+
+    ops::fill(dw, 0.0);
+    ops::conv2d_backward_weight(r, x, c.geometry, dw, ws);
+    REQUIRE(max_rel_error(to_vector(dw), num_dw) < 1e-7);
+    ops::conv2d_backward_weight(r, x, c.geometry, dw, ws);  // weight gradients accumulate
+    REQUIRE(max_rel_error(to_vector(dw), plus(num_dw, num_dw)) < 1e-7);
+  }
+}
+
+TEST_CASE("conv2d in f32 agrees with f64, on one thread and on several", "[ops][conv]") {
+  // Larger shapes than the FD cases: several chunks per batch, and images
+  // whose GEMM writes straight into y.
+  const ConvCase cases[] = {{6, 8, 16, 10, 9, {3, 1, 1}}, {3, 16, 8, 12, 14, {3, 2, 1}},
+                            {2, 4, 8, 33, 32, {3, 1, 1}}, {4, 8, 16, 12, 12, {1, 2, 0}}};
+  for (const auto& c : cases) {
+    for (int threads : {1, 2}) {
+      INFO(c.name() << ", " << threads << " threads");
+      ThreadCount guard(threads);
+      Arena arena;
+      Tensor x64 = arena.make(c.x()), w64 = arena.make(c.w()), r64 = arena.make(c.y());
+      fill_uniform(x64, 7);
+      fill_uniform(w64, 8);
+      fill_uniform(r64, 9);
+      struct Result {
+        std::vector<double> y, dx, dw;
+      };
+      auto run = [&](DType dtype) {
+        Tensor x = cast_copy(arena, x64, dtype), w = cast_copy(arena, w64, dtype);
+        Tensor r = cast_copy(arena, r64, dtype);
+        Tensor y = arena.make(c.y(), dtype), dx = arena.make(c.x(), dtype);
+        Tensor dw = arena.make(c.w(), dtype), ws = make_workspace(arena, c, dtype);
+        ops::conv2d_forward(x, w, c.geometry, y, ws);
+        ops::conv2d_backward_input(r, w, c.geometry, dx, ws);
+        ops::fill(dw, 0.0);
+        ops::conv2d_backward_weight(r, x, c.geometry, dw, ws);
+        return Result{to_vector(y), to_vector(dx), to_vector(dw)};
+      };
+      const Result f64 = run(DType::f64), f32 = run(DType::f32);
+      REQUIRE(max_rel_error(f64.y, naive_conv(to_vector(x64), to_vector(w64), c)) < 1e-12);
+      REQUIRE(max_rel_error(f32.y, f64.y) < 1e-5);
+      REQUIRE(max_rel_error(f32.dx, f64.dx) < 1e-5);
+      REQUIRE(max_rel_error(f32.dw, f64.dw) < 1e-5);
+    }
+  }
+}
+
+TEST_CASE("conv2d_workspace_elems: the cuda formula, the cpu chunk, meta the larger",
+          "[ops][conv]") {
+  const ops::Conv2dGeometry g3{3, 1, 1}, g1{1, 1, 0}, g1s2{1, 2, 0};
+  // cuda: min(B Cin k k Ho Wo, 64 MiB / dtype size) + (bf16: Cout Cin k k)
+  const Shape x_small{2, 3, 8, 8}, w_small{4, 3, 3, 3};
+  const int64_t unfolded = 2 * 3 * 9 * 64;
+  REQUIRE(ops::conv2d_workspace_elems(x_small, w_small, g3, DType::f32, Device::cuda) ==
+          unfolded);
+  REQUIRE(ops::conv2d_workspace_elems(x_small, w_small, g3, DType::bf16, Device::cuda) ==
+          unfolded + 4 * 3 * 9);
+  const Shape x_big{128, 64, 32, 32}, w_big{64, 64, 3, 3};  // 75M elements unfolded
+  REQUIRE(ops::conv2d_workspace_elems(x_big, w_big, g3, DType::f32, Device::cuda) ==
+          (int64_t{64} << 20) / 4);
+  REQUIRE(ops::conv2d_workspace_elems(x_big, w_big, g3, DType::bf16, Device::cuda) ==
+          (int64_t{64} << 20) / 2 + 64 * 64 * 9);
+
+  // cpu: at least one image's im2col, nothing for a pointwise conv, the
+  // same answer for any dtype (a count of elements).
+  const int64_t cpu_big = ops::conv2d_workspace_elems(x_big, w_big, g3, DType::f32, Device::cpu);
+  REQUIRE(cpu_big >= 64 * 9 * 32 * 32);
+  REQUIRE(cpu_big <= 2 * (int64_t{1} << 20) + 64 * 9 * 32 * 32);  // a few MiB at most
+  REQUIRE(cpu_big == ops::conv2d_workspace_elems(x_big, w_big, g3, DType::f64, Device::cpu));
+  REQUIRE(ops::conv2d_workspace_elems(x_big, Shape{32, 64, 1, 1}, g1, DType::f32,
+                                      Device::cpu) == 0);
+  REQUIRE(ops::conv2d_workspace_elems(x_big, Shape{32, 64, 1, 1}, g1s2, DType::f32,
+                                      Device::cpu) > 0);
+  // the deepest CIFAR ResNet-18 layer stays bounded too
+  const Shape x_deep{128, 512, 4, 4}, w_deep{512, 512, 3, 3};
+  REQUIRE(ops::conv2d_workspace_elems(x_deep, w_deep, g3, DType::f32, Device::cpu) <=
+          3 * (int64_t{1} << 20));
+
+  // meta: the larger of the two
+  for (DType dtype : {DType::f32, DType::bf16}) {
+    const int64_t on_cpu = ops::conv2d_workspace_elems(x_small, w_small, g3, dtype, Device::cpu);
+    const int64_t on_cuda =
+        ops::conv2d_workspace_elems(x_small, w_small, g3, dtype, Device::cuda);
+    REQUIRE(ops::conv2d_workspace_elems(x_small, w_small, g3, dtype, Device::meta) ==
+            std::max(on_cpu, on_cuda));
+  }
+  REQUIRE_THROWS_WITH(
+      ops::conv2d_workspace_elems(Shape{2, 3, 8}, w_small, g3, DType::f32, Device::cpu),
+      Catch::Contains("conv2d_workspace_elems") && Catch::Contains("x must be"));
+  REQUIRE_THROWS_WITH(
+      ops::conv2d_workspace_elems(x_small, Shape{4, 3, 5, 5}, g3, DType::f32, Device::cpu),
+      Catch::Contains("conv2d_workspace_elems") && Catch::Contains("geometry.kernel"));
+}
+
+TEST_CASE("conv2d on meta checks shapes, accepts bf16 with f32 dw, computes nothing",
+          "[ops][conv]") {
+  MetaAllocator meta(512, Device::cuda);
+  auto make = [&](Shape s, DType dtype) {
+    return OwnedTensor(meta, s, dtype, MemCategory::activation);
+  };
+  const ConvCase c{8, 16, 32, 12, 10, {3, 2, 1}};
+  for (DType dtype : {DType::bf16, DType::f32, DType::f64}) {
+    INFO(dtype_name(dtype));
+    const int64_t n = ops::conv2d_workspace_elems(c.x(), c.w(), c.geometry, dtype, Device::cuda);
+    OwnedTensor x = make(c.x(), dtype), w = make(c.w(), dtype), y = make(c.y(), dtype);
+    OwnedTensor dw = make(c.w(), accum_dtype(dtype)), ws = make({n}, dtype);
+    ops::reset_flop_count();
+    ops::conv2d_forward(*x, *w, c.geometry, *y, *ws);
+    ops::conv2d_forward(*x, *w, c.geometry, *y, *ws, true);
+    ops::conv2d_backward_input(*y, *w, c.geometry, *x, *ws);
+    ops::conv2d_backward_weight(*y, *x, c.geometry, *dw, *ws);
+    const double one = 2.0 * 8 * 32 * (6 * 5) * (16 * 9);
+    REQUIRE(ops::flops_counted() == 4 * one);
+  }
+  OwnedTensor x = make(c.x(), DType::bf16), w = make(c.w(), DType::bf16);
+  OwnedTensor ws = make({1}, DType::bf16);
+  OwnedTensor bad_y = make({8, 32, 6, 6}, DType::bf16), dw16 = make(c.w(), DType::bf16);
+  OwnedTensor y = make(c.y(), DType::bf16);
+  REQUIRE_THROWS_WITH(ops::conv2d_forward(*x, *w, c.geometry, *bad_y, *ws),
+                      Catch::Contains("conv2d_forward") && Catch::Contains("y has shape"));
+  REQUIRE_THROWS_WITH(ops::conv2d_backward_weight(*y, *x, c.geometry, *dw16, *ws),
+                      Catch::Contains("conv2d_backward_weight") && Catch::Contains("dw has dtype bf16") &&
+                          Catch::Contains("expected f32"));
+}
+
+TEST_CASE("conv2d rejects bad arguments, naming them", "[ops][conv]") {
+  Arena arena;
+  const ConvCase c{2, 3, 4, 6, 5, {3, 1, 1}};
+  Tensor x = arena.make(c.x()), w = arena.make(c.w()), y = arena.make(c.y());
+  Tensor dw = arena.make(c.w()), ws = make_workspace(arena, c, DType::f64);
+  Tensor small_ws = arena.make({ws.numel() - 1});
+  Tensor f32_ws = arena.make({ws.numel()}, DType::f32);
+  Tensor bad_y = arena.make({2, 4, 6, 4}), bad_x = arena.make({2, 3, 6});
+  Tensor w5 = arena.make({4, 3, 5, 5}), w_cin = arena.make({4, 2, 3, 3});
+  Tensor f32_dw = arena.make(c.w(), DType::f32), f32_y = arena.make(c.y(), DType::f32);
+  const auto& g = c.geometry;
+
+  REQUIRE_THROWS_WITH(ops::conv2d_forward(x, w, g, bad_y, ws),
+                      Catch::Contains("conv2d_forward") && Catch::Contains("y has shape") &&
+                          Catch::Contains("expected [2, 4, 6, 5]"));
+  REQUIRE_THROWS_WITH(ops::conv2d_forward(bad_x, w, g, y, ws),
+                      Catch::Contains("conv2d_forward") && Catch::Contains("x must be"));
+  REQUIRE_THROWS_WITH(ops::conv2d_forward(x, w5, g, y, ws),
+                      Catch::Contains("conv2d_forward") && Catch::Contains("w must be") &&
+                          Catch::Contains("geometry.kernel = 3"));
+  REQUIRE_THROWS_WITH(ops::conv2d_forward(x, w_cin, g, y, ws),
+                      Catch::Contains("conv2d_forward") && Catch::Contains("Cin = 2"));
+  REQUIRE_THROWS_WITH(ops::conv2d_forward(x, w, g, y, small_ws),
+                      Catch::Contains("conv2d_forward") && Catch::Contains("workspace has") &&
+                          Catch::Contains("needs at least " + std::to_string(ws.numel())));
+  REQUIRE_THROWS_WITH(ops::conv2d_forward(x, w, g, y, f32_ws),
+                      Catch::Contains("conv2d_forward") && Catch::Contains("workspace has dtype f32"));
+  REQUIRE_THROWS_WITH(ops::conv2d_forward(x, w, g, f32_y, ws),
+                      Catch::Contains("conv2d_forward") && Catch::Contains("y has dtype f32"));
+  REQUIRE_THROWS_WITH(ops::conv2d_forward(x, w, ops::Conv2dGeometry{3, 0, 1}, y, ws),
+                      Catch::Contains("geometry.stride"));
+  REQUIRE_THROWS_WITH(ops::conv2d_forward(x, w, ops::Conv2dGeometry{3, 1, -1}, y, ws),
+                      Catch::Contains("geometry.padding"));
+  Tensor tiny = arena.make({1, 3, 2, 2}), tiny_y = arena.make({1, 4, 1, 1});
+  REQUIRE_THROWS_WITH(ops::conv2d_forward(tiny, w, ops::Conv2dGeometry{3, 1, 0}, tiny_y, ws),
+                      Catch::Contains("smaller than the kernel"));
+
+  REQUIRE_THROWS_WITH(ops::conv2d_backward_input(bad_y, w, g, x, ws),
+                      Catch::Contains("conv2d_backward_input") && Catch::Contains("dy has shape"));
+  REQUIRE_THROWS_WITH(ops::conv2d_backward_input(y, w, g, bad_x, ws),
+                      Catch::Contains("conv2d_backward_input") && Catch::Contains("dx must be"));
+  REQUIRE_THROWS_WITH(ops::conv2d_backward_input(y, w, g, x, small_ws),
+                      Catch::Contains("conv2d_backward_input") && Catch::Contains("workspace has"));
+  REQUIRE_THROWS_WITH(ops::conv2d_backward_weight(y, x, g, f32_dw, ws),
+                      Catch::Contains("conv2d_backward_weight") && Catch::Contains("dw has dtype f32") &&
+                          Catch::Contains("expected f64"));
+  REQUIRE_THROWS_WITH(ops::conv2d_backward_weight(y, x, g, w5, ws),
+                      Catch::Contains("conv2d_backward_weight") && Catch::Contains("dw must be"));
+  REQUIRE_THROWS_WITH(ops::conv2d_backward_weight(y, x, g, dw, small_ws),
+                      Catch::Contains("conv2d_backward_weight") && Catch::Contains("workspace has"));
+
+  Tensor xb = arena.make(c.x(), DType::bf16), wb = arena.make(c.w(), DType::bf16);
+  Tensor yb = arena.make(c.y(), DType::bf16), wsb = arena.make({ws.numel()}, DType::bf16);
+  REQUIRE_THROWS_WITH(ops::conv2d_forward(xb, wb, g, yb, wsb),
+                      Catch::Contains("conv2d_forward") && Catch::Contains("bf16") &&
+                          Catch::Contains("CPU"));
+}
