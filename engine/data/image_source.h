@@ -64,8 +64,9 @@ class ImageSource {
 //   cifar100:DIR[,OPTIONS]   DIR holds train.bin and test.bin; fine labels
 //   synthetic-images[:OPTIONS]
 //       synthetic options: classes=K, size=N (train images), val_size=M,
-//       dataset=D (which synthetic data set), noise=X, height=H, width=W,
-//       channels=C; see synthetic_images.h
+//       dataset=D (which synthetic data set), noise=X, shift=P (max circular
+//       shift in pixels; default any), height=H, width=W, channels=C; see
+//       synthetic_images.h
 // OPTIONS common to all (comma-separated key=value, any subset):
 //   augment=0|1   random crop + flip on the train split (default 1; val never)
 //   limit=N       use only the first N images of each split (N >= 1; a split

@@ -18,6 +18,21 @@ constexpr double kContrastSecondMoment =
     (kContrastHigh * kContrastHigh + kContrastHigh * kContrastLow + kContrastLow * kContrastLow) /
     3.0;
 
+// Noise of mean 0 and variance 1 for pixel `at`: the sum of four 16-bit
+// uniforms of one hash (Irwin-Hall, close to normal), centred and scaled.
+// Cheaper than Box-Muller by a log, a sqrt and a cos per pixel, which made
+// generation the bottleneck of a fast training step.
+float pixel_noise(uint64_t key, uint64_t at) {
+  const uint64_t bits = splitmix64(key ^ splitmix64(at));
+  const uint64_t sum = (bits & 0xffff) + ((bits >> 16) & 0xffff) + ((bits >> 32) & 0xffff) +
+                       (bits >> 48);
+  // Each part is uniform on {0, .., 65535}: mean 32767.5, variance
+  // (65536^2 - 1) / 12; the sum of four has variance (65536^2 - 1) / 3.
+  constexpr double kMean = 4 * 32767.5;
+  const double inv_std = 1.0 / std::sqrt((65536.0 * 65536.0 - 1.0) / 3.0);
+  return static_cast<float>((static_cast<double>(sum) - kMean) * inv_std);
+}
+
 // Integer in [0, n - 1] from a uniform in (0, 1).
 int64_t scaled(double u, int64_t n) {
   return std::min<int64_t>(static_cast<int64_t>(u * static_cast<double>(n)), n - 1);
@@ -139,19 +154,20 @@ int32_t SyntheticImages::load(int64_t index, float* image) const {
       kContrastLow + (kContrastHigh - kContrastLow) * counter_uniform(key, 2);
   const double noise_std = this->noise_std();
   const double scale = 1.0 / std::sqrt(kContrastSecondMoment + noise_std * noise_std);
+  const auto signal = static_cast<float>(scale * contrast);
+  const auto noise = static_cast<float>(scale * noise_std);
   const float* proto = prototype(label);
   for (int64_t c = 0; c < s.channels; ++c) {
     for (int64_t y = 0; y < s.height; ++y) {
-      const int64_t sy = (y - dy + s.height) % s.height;
+      const float* source_row = proto + (c * s.height + (y - dy + s.height) % s.height) * s.width;
+      const int64_t row = (c * s.height + y) * s.width;
       for (int64_t x = 0; x < s.width; ++x) {
-        const int64_t sx = (x - dx + s.width) % s.width;
-        const int64_t at = (c * s.height + y) * s.width + x;
-        const double noise =
-            noise_std == 0.0 ? 0.0
-                             : noise_std * counter_normal(noise_key, static_cast<uint64_t>(at));
-        image[at] = static_cast<float>(
-            scale * (contrast * proto[(c * s.height + sy) * s.width + sx] + noise));
+        const int64_t sx = x >= dx ? x - dx : x - dx + s.width;
+        image[row + x] = signal * source_row[sx];
       }
+      if (noise != 0.0f)
+        for (int64_t x = 0; x < s.width; ++x)
+          image[row + x] += noise * pixel_noise(noise_key, static_cast<uint64_t>(row + x));
     }
   }
   return label;

@@ -6,15 +6,16 @@
 //   P_k[c, y, x] = sum_j w_kj[c] cos(2 pi (fx_kj x / W + fy_kj y / H) + phi_kj)
 // with integer frequencies (fx, fy) of at most F cycles per image along each
 // axis (F = min(H, W) / 8, at least 1: 4 at 32x32), random colour weights w
-// and phases phi; each
-// channel is then scaled to mean 0 and standard deviation 1 over the image.
+// and phases phi; each channel is then scaled to mean 0 and standard
+// deviation 1 over the image.
 // So a class is a texture: a mix of orientations, frequencies and colour
 // correlations.
 //
-// Image i of a split has label i mod K (balanced) and is its class's
-// prototype circularly shifted by (dy, dx), each uniform over the shifts
-// [-shift, shift] (default: all positions), scaled by a contrast a uniform in
-// [0.5, 1.5], plus independent N(0, noise^2) pixel noise:
+// Image i of a split has label i mod K (balanced when K divides the split
+// size) and is its class's prototype circularly shifted by (dy, dx), each
+// uniform over the shifts [-shift, shift] (default: all positions), scaled
+// by a contrast a uniform in [0.5, 1.5], plus independent pixel noise n of
+// mean 0 and variance 1 (nearly normal: a centred sum of four uniforms):
 //   image = (a * shifted P + noise * n) / sqrt(E[a^2] + noise^2)
 // The integer frequencies make the circular shift a phase change, so the
 // image stays smooth. The division makes every channel mean 0, variance 1
@@ -27,14 +28,15 @@
 // The default noise was tuned with a throwaway numpy model (not in the
 // repo) on 32x32 images, 400 steps of batch 32, Adam lr 3e-3: a 3-layer CNN
 // (16-32-32 channels, 3x3 convs, global average pooling) reaches val loss
-// 1.8 at step 100, 0.7 at step 200 and 0.23 at step 400 (ln 10 = 2.30),
+// 1.9 at step 100, 0.5 at step 200 and 0.26 at step 400 (ln 10 = 2.30),
 // with augmentation about the same; softmax regression on the pixels stays
-// at chance (val accuracy 0.11). With noise 1 the CNN is at 99% after 100
-// steps (too easy); with noise 6 it leaves ln 10 only after 300 steps.
+// at chance (val accuracy 0.09-0.11). With noise 1 the CNN is at 99% after
+// 100 steps (too easy); with noise 6 it leaves ln 10 only after 300 steps.
 // Smaller images hold fewer pixels to average the noise over, so the
 // default scales with sqrt(H * W); at 8x8 (noise 0.75) the same CNN reaches
-// val loss 0.3 at step 100 and 0.04 at step 400: easier, as tiny test models
-// should converge fast (at 8x8 with noise 3 it is still at 1.5 at step 400).
+// val loss 0.28 at step 100 and 0.03 at step 400: easier, as tiny test
+// models should converge fast (at 8x8 with noise 3 it is still at 1.5 at
+// step 400).
 // Crop padding lowers the std of augmented train images a little (about
 // 0.93 at 32x32: the padding pixels are 0).
 //
