@@ -5,6 +5,7 @@
 #include <catch2/catch.hpp>
 
 #include "engine/train/trainer.h"
+#include "models/llama/llama_model.h"
 #include "kernels/flop_count.h"
 #include "kernels/ops.h"
 #include "test_support.h"

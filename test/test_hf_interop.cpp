@@ -24,6 +24,7 @@
 #include "test/test_temp_dir.h"
 #include "engine/train/hf_export.h"
 #include "engine/train/trainer.h"
+#include "models/llama/llama_model.h"
 
 using namespace sdp;
 namespace fs = std::filesystem;
@@ -127,12 +128,13 @@ TEST_CASE("a trained GQA checkpoint gives the engine's logits in PyTorch, and a 
   c.eval_every = 0;
   c.progress = false;
   Trainer trainer(c);
-  REQUIRE(trainer.model().config().n_kv_heads < trainer.model().config().n_heads);
+  const auto& mc = dynamic_cast<llama::LlamaModel&>(trainer.model()).config();
+  REQUIRE(mc.n_kv_heads < mc.n_heads);
   for (int i = 0; i < 3; ++i) trainer.train_step();
   trainer.save_checkpoint(dir);
   REQUIRE(fs::exists(dir / "model.safetensors"));
   REQUIRE(fs::exists(dir / "config.json"));
-  write_tokens_and_logits(trainer.model(), trainer.allocator(), dir);
+  write_tokens_and_logits(dynamic_cast<llama::LlamaModel&>(trainer.model()), trainer.allocator(), dir);
 
   const std::optional<Outcome> ok = check_logits_or_skip(dir);
   if (!ok) return;

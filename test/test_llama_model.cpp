@@ -126,7 +126,7 @@ TEST_CASE("components partition the parameters at block and neuron granularity",
   LlamaModel blocks(c);
   REQUIRE(blocks.components().size() == static_cast<size_t>(c.n_layers + 1));
   REQUIRE(blocks.components()[0].kind == ComponentKind::shared);
-  ModelLayout neuron{Granularity::neuron, 4, 2, {}, {}};
+  ModelLayout neuron{Granularity::neuron, 4, 2, 8, {}, {}};
   LlamaModel neurons(c, neuron);
   REQUIRE(neurons.components().size() == static_cast<size_t>(1 + c.n_layers * (4 + 2)));
   // Group-major order: every block's group 0 first.

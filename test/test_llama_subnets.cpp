@@ -36,7 +36,7 @@ LlamaConfig cut_config() {
   return c;
 }
 
-ModelLayout neuron_layout() { return {Granularity::neuron, 3, 2, {}, {}}; }
+ModelLayout neuron_layout() { return {Granularity::neuron, 3, 2, 8, {}, {}}; }
 
 // Full Hugging Face tensors by name: values or gradients, as doubles.
 using Weights = std::map<std::string, std::vector<double>>;

@@ -56,7 +56,7 @@ TEST_CASE("a one-billion-parameter step runs on the meta device", "[trainer][met
   Trainer t(c);
   const StepResult r = t.train_step();
   const auto& peak = r.memory["peak"]["at_peak"];
-  const double params = static_cast<double>(t.model().config().parameter_count());
+  const double params = static_cast<double>(t.model().parameter_count());
   // f32 weights, grads and two AdamW moments, each rounded to 512-byte blocks.
   REQUIRE(peak["param"].get<double>() >= params * 4);
   REQUIRE(peak["param"].get<double>() < params * 4 * 1.001);

@@ -5,6 +5,7 @@
 #include "engine/core/error.h"
 #include "engine/parallel/strategy.h"
 #include "models/llama/llama_config.h"
+#include "models/registry.h"
 
 namespace sdp::planner {
 
@@ -94,6 +95,14 @@ void add_options(CLI::App& app, PlanOptions& o) {
                  "Neuron strategies: head groups per block (0 = largest <= 4 dividing the KV "
                  "heads)")
       ->capture_default_str();
+  app.add_option("--channel-groups", c.channel_groups,
+                 "Neuron strategies on a ResNet: inner-channel groups per basic block (0 = "
+                 "largest <= 8 dividing every width)")
+      ->capture_default_str();
+  app.add_option("--data", c.data,
+                 "Data spec as in sdp-train (its shapes matter: a ResNet's image size; "
+                 "synthetic = the model family's synthetic data)")
+      ->capture_default_str();
   app.add_option("--format", o.format, "markdown, csv or json")->capture_default_str();
   app.add_flag("--per-rank", o.per_rank,
                "Add each rank's peak memory and bytes sent (a rank x strategy table; csv: one "
@@ -119,7 +128,7 @@ PlannerJob resolve_job(const PlanOptions& o) {
   job.per_rank = o.per_rank;
   job.output = o.output;
 
-  const llama::LlamaConfig model = llama::LlamaConfig::named(o.base.model);
+  const bool language_model = model_family(o.base.model) == ModelFamily::llama;
   // One training step on the meta device and nothing else: no evaluation,
   // no files; the strategy fields are set per item.
   TrainConfig& b = job.base;
@@ -137,8 +146,11 @@ PlannerJob resolve_job(const PlanOptions& o) {
   b.emulate_world = job.world;
   b.emulate_rank = 0;
   b.validate();  // the shared fields, with their own names
-  if (b.seq > model.max_seq)
-    fail("config: seq = ", b.seq, " exceeds model ", model.name, "'s max_seq ", model.max_seq);
+  if (language_model) {
+    const llama::LlamaConfig model = llama::LlamaConfig::named(o.base.model);
+    if (b.seq > model.max_seq)
+      fail("config: seq = ", b.seq, " exceeds model ", model.name, "'s max_seq ", model.max_seq);
+  }
 
   std::vector<StrategyRequest> requested = parse_strategies(o.strategies);
   job.baseline = -1;
@@ -161,7 +173,7 @@ PlannerJob resolve_job(const PlanOptions& o) {
       const TrainConfig c = rank_config(job, s, 0);
       c.validate();
       // The plan and the storage groups (what the first trainer would refuse).
-      SubnetLayout::build(model, StrategySpec::from_config(c), job.world, 0);
+      SubnetLayout::build(o.base.model, StrategySpec::from_config(c), job.world, 0);
     } catch (const Error& e) {
       fail("--strategies item '", s.text, "': ", e.what());
     }

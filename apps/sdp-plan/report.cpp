@@ -7,7 +7,8 @@
 #include "engine/core/error.h"
 #include "engine/core/memory_stats.h"
 #include "engine/parallel/strategy.h"
-#include "models/llama/llama_config.h"
+#include "engine/train/batch_loader.h"
+#include "models/registry.h"
 
 namespace sdp::planner {
 
@@ -93,6 +94,11 @@ std::string setup_text(const PlanReport& rep) {
   const StrategySpec spec = StrategySpec::from_config(b);
   std::string plan = b.plan + " plans";
   if (b.plan == "random") plan += " (seed " + std::to_string(b.plan_seed) + ")";
+  if (model_family(b.model) == ModelFamily::resnet)
+    return format("Per rank: batch ", b.batch, " images (", resolved_data_spec(b),
+                  "), grad_accum ", b.grad_accum, ", ", b.dtype, "; ", plan,
+                  "; neuron strategies: ", spec.channel_groups,
+                  " inner-channel groups per basic block.");
   return format("Per rank: batch ", b.batch, " x seq ", b.seq, " tokens, grad_accum ",
                 b.grad_accum, ", ", b.dtype, "; ", plan, "; neuron strategies: ",
                 spec.ffn_groups, " FFN and ", spec.head_groups, " head groups per block.");
@@ -110,7 +116,7 @@ Units units_for(const StrategySteps& ddp) {
 
 std::string markdown(const PlanReport& rep) {
   const TrainConfig& b = rep.job.base;
-  const auto model = llama::LlamaConfig::named(b.model);
+  const auto model = make_model(b.model);
   const std::vector<Row> all = rows(rep);
   const Units u = units_for(rep.strategies[static_cast<size_t>(rep.job.baseline)]);
   auto mem = [&](double bytes) { return fixed(bytes / u.memory, 2); };
@@ -118,8 +124,8 @@ std::string markdown(const PlanReport& rep) {
   auto mib = [&](double bytes) { return fixed(bytes / kMiB, u.comm_digits); };
   const std::string unit = u.memory_name;
 
-  std::string out = format("## sdp-plan: ", model.name, " (",
-                           fixed(static_cast<double>(model.parameter_count()) / 1e6, 1),
+  std::string out = format("## sdp-plan: ", model->name(), " (",
+                           fixed(static_cast<double>(model->parameter_count()) / 1e6, 1),
                            "M parameters) on ", rep.job.world, " ranks\n\n");
   out += "One training step of every rank on the meta device: the bytes a CUDA device would "
          "hold (512-byte blocks) and the bytes each rank sends by the ring formulas of DESIGN.md "
@@ -218,7 +224,7 @@ nlohmann::json summary_json(const Summary& s, const std::vector<double>& by_rank
 std::string json(const PlanReport& rep) {
   const TrainConfig& b = rep.job.base;
   const StrategySpec spec = StrategySpec::from_config(b);
-  const auto model = llama::LlamaConfig::named(b.model);
+  const auto model = make_model(b.model);
   nlohmann::json strategies = nlohmann::json::array();
   for (const Row& r : rows(rep)) {
     std::vector<double> peaks, sents;
@@ -252,9 +258,9 @@ std::string json(const PlanReport& rep) {
          {"ranks", ranks}});
   }
   const nlohmann::json out = {{"tool", "sdp-plan"},
-                              {"model", model.name},
-                              {"parameters", model.parameter_count()},
-                              {"model_config", model.to_hf_json()},
+                              {"model", model->name()},
+                              {"parameters", model->parameter_count()},
+                              {"model_config", model->config_json()},
                               {"world", rep.job.world},
                               {"batch", b.batch},
                               {"seq", b.seq},
@@ -264,6 +270,8 @@ std::string json(const PlanReport& rep) {
                               {"plan_seed", b.plan_seed},
                               {"ffn_groups", spec.ffn_groups},
                               {"head_groups", spec.head_groups},
+                              {"channel_groups", spec.channel_groups},
+                              {"data", resolved_data_spec(b)},
                               {"units", "bytes"},
                               {"baseline", rep.job.baseline},
                               {"seconds", rep.seconds},

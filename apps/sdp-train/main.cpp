@@ -1,4 +1,4 @@
-// sdp-train: trains a LLaMA model with the sdp-engine, in one process or as
+// sdp-train: trains a LLaMA model or a CIFAR ResNet with the sdp-engine, in one process or as
 // `mpirun -np N sdp-train ...` (one rank per process, MPI found from the
 // launcher's environment).
 #include <cstdio>
@@ -11,6 +11,7 @@
 #include "comm/mpi_runtime.h"
 #include "engine/core/error.h"
 #include "models/llama/llama_config.h"
+#include "models/registry.h"
 
 namespace {
 
@@ -24,6 +25,10 @@ int list_models() {
                 static_cast<long long>(c.n_heads), static_cast<long long>(c.n_kv_heads),
                 static_cast<long long>(c.ffn_dim), c.parameter_count() / 1e6);
   }
+  std::printf("\nCIFAR ResNets (images; classes from the data):\n");
+  for (const auto& name : sdp::model_names())
+    if (sdp::model_family(name) == sdp::ModelFamily::resnet)
+      std::printf("%-12s %s\n", name.c_str(), sdp::model_summary(name).c_str());
   return 0;
 }
 
@@ -32,7 +37,7 @@ int list_models() {
 int main(int argc, char** argv) {
   using sdp::comm::MpiRuntime;
   CLI::App app{
-      "sdp-train: train LLaMA models with the sdp-engine (DDP and Subnetwork Data "
+      "sdp-train: train LLaMA models and CIFAR ResNets with the sdp-engine (DDP and Subnetwork Data "
       "Parallelism).\nFields come from defaults, then --config FILE (JSON), then flags. "
       "Multi-rank: mpirun -np N sdp-train ..."};
   app.get_formatter()->column_width(34);

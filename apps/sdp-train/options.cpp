@@ -26,13 +26,16 @@ void add_options(CLI::App& app, CliOptions& o) {
                "bytes a device would hold per category");
 
   auto* model = app.add_option_group("Model and data");
-  model->add_option("--model", c.model, "Named LLaMA config: tiny, mini, small, small-32k, llama-134m, llama-500m, llama-1b");
+  model->add_option("--model", c.model,
+                    "Named model (--list-models): LLaMA tiny, mini, small, small-32k, llama-134m, "
+                    "llama-500m, llama-1b; CIFAR ResNets resnet-tiny, resnet-mini, resnet18, wrn18");
   model->add_option("--data", c.data,
-                    "Token source: synthetic[:vocab=V,seed=S], text:PATH (bytes), "
-                    "llmc:PATH[,PATH...] (llm.c .bin shards)");
+                    "LLaMA tokens: synthetic[:vocab=V,seed=S], text:PATH (bytes), "
+                    "llmc:PATH[,PATH...] (llm.c .bin shards). ResNet images: synthetic "
+                    "(= synthetic-images[:classes=K,...]), cifar10:DIR, cifar100:DIR");
   auto* batch = app.add_option_group("Batch and schedule");
-  batch->add_option("--batch", c.batch, "Sequences per micro-batch per rank (>= 1)");
-  batch->add_option("--seq", c.seq, "Tokens per sequence (>= 1, <= the model's max_seq)");
+  batch->add_option("--batch", c.batch, "Sequences (LLaMA) or images (ResNet) per micro-batch per rank (>= 1)");
+  batch->add_option("--seq", c.seq, "Tokens per sequence (>= 1, <= the model's max_seq; LLaMA only)");
   batch->add_option("--grad-accum", c.grad_accum, "Micro-batches per optimizer step (>= 1)");
   batch->add_option("--steps", c.steps, "Optimizer steps (>= 0)");
   batch->add_option("--lr", c.lr, "Peak learning rate (0, 10]");
@@ -67,6 +70,9 @@ void add_options(CLI::App& app, CliOptions& o) {
   par->add_option("--head-groups", c.head_groups,
                   "Neuron strategies: head groups per block (0 = largest <= 4 dividing the KV "
                   "heads)");
+  par->add_option("--channel-groups", c.channel_groups,
+                  "Neuron strategies on a ResNet: inner-channel groups per basic block (0 = "
+                  "largest <= 8 dividing every width)");
   par->add_option("--bucket-mb", c.bucket_mb,
                   "Gradient buckets (MiB) reduced during backward; 0 = after backward; "
                   "-1 = auto (25 on cuda, 0 elsewhere)");

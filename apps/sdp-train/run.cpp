@@ -47,28 +47,35 @@ bool reports(const Trainer& trainer) {
   return trainer.world().rank() == 0 || trainer.world().backend() == "emulated";
 }
 
+// "batch 8 x seq 64 tokens" or "batch 128 images".
+std::string batch_text(const TrainConfig& config, const BatchLoader& data) {
+  if (std::string(data.unit()) == "images") return format("batch ", config.batch, " images");
+  return format("batch ", config.batch, " x seq ", config.seq, " tokens");
+}
+
 std::unique_ptr<Trainer> make_trainer(const TrainConfig& config, comm::Communicator* world) {
   return world ? std::make_unique<Trainer>(config, *world) : std::make_unique<Trainer>(config);
 }
 
 int dry_run(const TrainConfig& config, comm::Communicator* world) {
   auto trainer = make_trainer(config, world);
-  const auto& mc = trainer->model().config();
+  const Model& model = trainer->model();
   const bool root = reports(*trainer);
   const StepResult r = trainer->train_step();
   const RankFigures figures = gather_rank_figures(trainer->world(), r);
   if (!root) return 0;
-  std::printf("dry run on the meta device: %s (%.1fM parameters), batch %lld x seq %lld, "
+  std::printf("dry run on the meta device: %s (%.1fM parameters), %s, "
               "grad_accum %lld, dtype %s, %s, rank %d of %d\n",
-              mc.name.c_str(), mc.parameter_count() / 1e6, static_cast<long long>(config.batch),
-              static_cast<long long>(config.seq), static_cast<long long>(config.grad_accum),
+              model.name().c_str(), model.parameter_count() / 1e6,
+              batch_text(config, trainer->train_data()).c_str(),
+              static_cast<long long>(config.grad_accum),
               config.dtype.c_str(), trainer->layout().spec.describe().c_str(),
               trainer->world().rank(), trainer->world().size());
   print_memory_table(r.memory);
   print_rank_figures(figures);
   if (!config.metrics.empty()) {
     MetricsLog log(config.metrics);
-    log.write({{"dry_run", true}, {"model", mc.name}, {"parameters", mc.parameter_count()},
+    log.write({{"dry_run", true}, {"model", model.name()}, {"parameters", model.parameter_count()},
                {"batch", config.batch}, {"seq", config.seq}, {"memory", r.memory},
                {"comm", r.comm}, {"ranks", figures.to_json()},
                {"parallel", trainer->layout().to_json()}});
@@ -104,18 +111,21 @@ int run_training(const TrainConfig& config, bool dry, bool use_mpi) {
     trainer.load_checkpoint(dir);
     say("resumed from %s at step %lld\n", dir.c_str(), static_cast<long long>(trainer.step()));
   }
-  const auto& mc = trainer.model().config();
+  const Model& model = trainer.model();
   const auto best = trainer.best_achievable_loss();
   const int world = trainer.world().size();
+  const std::string unit = trainer.train_data().unit();
+  const char* unit_short = unit == "images" ? "img" : "tok";
   say("sdp-train: %s (%.2fM parameters) on %s, %s %s, %s on %d rank%s (%s), "
-      "batch %lld x %lld x %lld tokens per rank, %lld steps\n",
-      mc.name.c_str(), mc.parameter_count() / 1e6, trainer.train_data().describe().c_str(),
-      config.device.c_str(), config.dtype.c_str(), trainer.layout().spec.describe().c_str(), world,
-      world == 1 ? "" : "s", std::string(trainer.world().backend()).c_str(),
-      static_cast<long long>(config.grad_accum), static_cast<long long>(config.batch),
-      static_cast<long long>(config.seq), static_cast<long long>(config.steps));
+      "grad_accum %lld x %s per rank, %lld steps\n",
+      model.name().c_str(), model.parameter_count() / 1e6,
+      trainer.train_data().describe().c_str(), config.device.c_str(), config.dtype.c_str(),
+      trainer.layout().spec.describe().c_str(), world, world == 1 ? "" : "s",
+      std::string(trainer.world().backend()).c_str(), static_cast<long long>(config.grad_accum),
+      batch_text(config, trainer.train_data()).c_str(), static_cast<long long>(config.steps));
   if (world > 1 && config.strategy != "ddp") say("%s", plan_text(trainer).c_str());
   if (best) say("best achievable loss on this data: %.4f nats/token\n", *best);
+  const std::string per_s = unit + "_per_s";
 
   std::optional<MetricsLog> metrics;
   if (root && !config.metrics.empty()) metrics.emplace(config.metrics, !config.resume.empty());
@@ -124,7 +134,7 @@ int run_training(const TrainConfig& config, bool dry, bool use_mpi) {
   };
   ProgressLine progress(root && config.progress);
   double timed_seconds = 0;
-  int64_t timed_tokens = 0, timed_steps = 0;
+  int64_t timed_examples = 0, timed_steps = 0;
   const int64_t first_step = trainer.step();
   std::vector<double> recent;
   double last_eval = NAN;
@@ -141,7 +151,7 @@ int run_training(const TrainConfig& config, bool dry, bool use_mpi) {
     // The first steps warm caches and the allocator: throughput excludes them.
     if (r.step - first_step > 2) {
       timed_seconds += r.seconds;
-      timed_tokens += r.tokens;
+      timed_examples += r.examples;
       ++timed_steps;
     }
     recent.push_back(r.loss);
@@ -149,8 +159,8 @@ int run_training(const TrainConfig& config, bool dry, bool use_mpi) {
     last_memory = r.memory;
     nlohmann::json line = {{"step", r.step},         {"loss", r.loss},
                            {"lr", r.lr},             {"grad_norm", r.grad_norm},
-                           {"tokens", r.tokens},     {"seconds", r.seconds},
-                           {"tokens_per_s", r.tokens / r.seconds}, {"flops", r.flops},
+                           {unit, r.examples},       {"seconds", r.seconds},
+                           {per_s, r.examples / r.seconds}, {"flops", r.flops},
                            {"memory", r.memory}, {"comm", r.comm}};
     if (world > 1) line["ranks"] = last_figures.to_json();
     const bool eval_now = config.eval_every > 0 &&
@@ -163,9 +173,9 @@ int run_training(const TrainConfig& config, bool dry, bool use_mpi) {
     }
     log_line(line);
     char text[200];
-    std::snprintf(text, sizeof text, "step %lld/%lld  loss %.4f  lr %.2e  %.0f tok/s",
+    std::snprintf(text, sizeof text, "step %lld/%lld  loss %.4f  lr %.2e  %.0f %s/s",
                   static_cast<long long>(r.step), static_cast<long long>(config.steps), r.loss,
-                  r.lr, r.tokens / r.seconds);
+                  r.lr, r.examples / r.seconds, unit_short);
     progress.update(text);
     if (eval_now && root) {
       progress.finish();
@@ -194,8 +204,8 @@ int run_training(const TrainConfig& config, bool dry, bool use_mpi) {
       {"steps", trainer.step()},
       {"final_train_loss", final_loss},
       {"final_eval_loss", last_eval},
-      {"tokens_per_s", timed_steps ? timed_tokens / timed_seconds : NAN},
-      {"parameters", mc.parameter_count()},
+      {per_s, timed_steps ? timed_examples / timed_seconds : NAN},
+      {"parameters", model.parameter_count()},
       {"config", config.to_json()},
       {"memory", last_memory},
       {"parallel", trainer.layout().to_json()}};
@@ -220,7 +230,7 @@ int run_training(const TrainConfig& config, bool dry, bool use_mpi) {
       std::printf("%-28s %.4f nats/token\n", "gap to best", last_eval - *best);
   }
   if (timed_steps)
-    std::printf("%-28s %.0f\n", "tokens/s", timed_tokens / timed_seconds);
+    std::printf("%-28s %.0f\n", (unit + "/s").c_str(), timed_examples / timed_seconds);
   if (!last_memory.is_null()) {
     std::printf("memory of the last step%s:\n", world > 1 ? " (rank 0)" : "");
     print_memory_table(last_memory);

@@ -7,7 +7,8 @@ AdamW::AdamW(ParameterSet& params, const AdamWSettings& settings)
   params_.allocate_adam_state();
   segments_.resize(static_cast<size_t>(params_.group_count()));
   for (int id = 0; id < params_.count(); ++id) {
-    if (!params_.is_trained(id)) continue;  // held for the forward only
+    // Held for the forward only, or a buffer (never trained).
+    if (!params_.is_trained(id) || params_.decl(id).buffer) continue;
     const ParamDecl& d = params_.decl(id);
     const double decay = d.shape.ndim() >= 2 ? settings_.weight_decay : 0.0;
     segments_[static_cast<size_t>(d.group)].push_back({d.offset, d.shape.numel(), decay});

@@ -23,7 +23,7 @@ GradientBuckets::GradientBuckets(ParameterSet& params, OwnerGroups& groups, size
     GroupState& s = state_[static_cast<size_t>(g)];
     s.comm = c;
     for (int id = 0; id < params.count(); ++id)
-      if (params.decl(id).group == g) s.params_by_offset.push_back(id);
+      if (params.decl(id).group == g && !params.decl(id).buffer) s.params_by_offset.push_back(id);
     std::sort(s.params_by_offset.begin(), s.params_by_offset.end(),
               [&](int a, int b) { return params.decl(a).offset < params.decl(b).offset; });
     for (size_t i = 0; i < s.params_by_offset.size(); ++i)

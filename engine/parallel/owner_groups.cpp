@@ -56,6 +56,18 @@ void OwnerGroups::broadcast_updated_values(ParameterSet& params) {
   }
 }
 
+void OwnerGroups::merge_buffers(ParameterSet& params) {
+  const bool everyone_holds = layout_.spec.masking == Masking::backward;
+  for (int g = 0; g < params.group_count(); ++g) {
+    if (params.group_decl(g).buffer_numel == 0) continue;
+    comm::Communicator* c = everyone_holds ? &world_ : comms_[static_cast<size_t>(g)];
+    if (!c || !params.group_decl(g).materialized) continue;  // not a holder
+    if (c->size() == 1) continue;
+    Tensor buffers = params.group_buffers(g);
+    c->all_reduce(buffers, comm::ReduceOp::average);
+  }
+}
+
 double OwnerGroups::gradient_square_share(const ParameterSet& params) const {
   double sum = 0;
   for (int g = 0; g < params.group_count(); ++g)
@@ -68,20 +80,28 @@ void OwnerGroups::gather_to_rank0(const ParameterSet& local, ParameterSet* full,
                                   bool optimizer_state) {
   const bool me0 = world_.rank() == 0;
   SDP_CHECK(!me0 || full, "gather_to_rank0: rank 0 needs a full parameter set");
-  enum Part { values, first_moment, second_moment };
+  enum Part { values, buffers, first_moment, second_moment };
   auto view = [](const ParameterSet& p, int g, Part part) {
-    return part == values ? p.group_values(g)
-                          : part == first_moment ? p.group_adam_m(g) : p.group_adam_v(g);
+    switch (part) {
+      case values: return p.group_values(g);
+      case buffers: return p.group_buffers(g);
+      case first_moment: return p.group_adam_m(g);
+      case second_moment: break;
+    }
+    return p.group_adam_v(g);
   };
   for (int g = 0; g < local.group_count(); ++g) {
     const StorageGroup& sg = layout_.groups[static_cast<size_t>(g)];
-    for (Part part : {values, first_moment, second_moment}) {
-      if (part != values && !optimizer_state) break;
+    for (Part part : {values, buffers, first_moment, second_moment}) {
+      if ((part == first_moment || part == second_moment) && !optimizer_state) break;
+      if (part == buffers && local.group_decl(g).buffer_numel == 0) continue;
       // Whether rank 0 has this part, known to every rank from the layout:
-      // values wherever the group is held, moments only where it is owned.
+      // values and buffers wherever the group is held, moments only where
+      // it is owned.
       const bool owner0 = sg.owners.front() == 0;
-      const bool have0 =
-          part == values ? owner0 || layout_.spec.masking == Masking::backward : owner0;
+      const bool have0 = part == values || part == buffers
+                             ? owner0 || layout_.spec.masking == Masking::backward
+                             : owner0;
       if (me0) {
         Tensor dst = view(*full, g, part);
         if (have0) {

@@ -39,9 +39,20 @@ class OwnerGroups {
   // squared norm of the full model's (averaged) gradient.
   double gradient_square_share(const ParameterSet& params) const;
 
+  // Buffers (BatchNorm running statistics) of every held group become the
+  // mean over the ranks that hold it: its owners under forward masking,
+  // every rank under backward masking (all run the full forward). Each
+  // holder's running statistics estimate the same population statistics
+  // from different batches, so their average is the better estimate; the
+  // spread of the ranks' means is not added to the variance (each rank's
+  // running variance already measures the spread within its batches).
+  // Collective over the world.
+  void merge_buffers(ParameterSet& params);
+
   // Copies every group of `local` into `full` on rank 0 (full holds and
-  // trains every group, same layout): values, and with optimizer_state the
-  // AdamW moments. Groups rank 0 lacks come from their roots by send/recv.
+  // trains every group, same layout): values and buffers, and with
+  // optimizer_state the AdamW moments. Groups rank 0 lacks come from their
+  // roots by send/recv.
   void gather_to_rank0(const ParameterSet& local, ParameterSet* full, bool optimizer_state);
 
   comm::Communicator& world() { return world_; }

@@ -4,7 +4,6 @@
 #include <map>
 
 #include "engine/core/error.h"
-#include "models/llama/llama_model.h"
 
 namespace sdp {
 
@@ -18,17 +17,15 @@ StrategySpec StrategySpec::from_config(const TrainConfig& c) {
   s.active_fraction = c.active_fraction;
   s.construction = parse_plan_construction(c.plan);
   s.plan_seed = c.plan_seed;
-  // 0 = automatic: the largest count up to 4 that divides what is split, so
-  // that every model has a valid default.
-  const llama::LlamaConfig model = llama::LlamaConfig::named(c.model);
-  auto automatic = [](int64_t requested, int64_t total) {
-    if (requested > 0) return static_cast<int>(requested);
-    int g = 4;
-    while (total % g != 0) --g;
-    return g;
-  };
-  s.ffn_groups = automatic(c.ffn_groups, model.ffn_dim);
-  s.head_groups = automatic(c.head_groups, model.n_kv_heads);
+  // 0 = automatic (models/registry.h), so that every model has a valid default.
+  ModelLayout requested;
+  requested.ffn_groups = static_cast<int>(c.ffn_groups);
+  requested.head_groups = static_cast<int>(c.head_groups);
+  requested.channel_groups = static_cast<int>(c.channel_groups);
+  const ModelLayout groups = with_default_groups(c.model, requested);
+  s.ffn_groups = groups.ffn_groups;
+  s.head_groups = groups.head_groups;
+  s.channel_groups = groups.channel_groups;
   return s;
 }
 
@@ -54,8 +51,8 @@ std::string owners_name(const std::vector<int>& owners, int world) {
 }
 }  // namespace
 
-SubnetLayout SubnetLayout::build(const llama::LlamaConfig& model, const StrategySpec& spec,
-                                 int world, int rank) {
+SubnetLayout SubnetLayout::build(const std::string& model, const StrategySpec& spec, int world,
+                                 int rank, const ModelDataFacts& facts) {
   SDP_CHECK(world >= 1 && rank >= 0 && rank < world, "rank ", rank, " of a ", world,
             "-rank world");
   SubnetLayout L;
@@ -66,7 +63,8 @@ SubnetLayout SubnetLayout::build(const llama::LlamaConfig& model, const Strategy
   ml.granularity = spec.granularity;
   ml.ffn_groups = spec.ffn_groups;
   ml.head_groups = spec.head_groups;
-  const std::vector<Component> comps = llama::LlamaModel::component_specs(model, ml);
+  ml.channel_groups = spec.channel_groups;
+  const std::vector<Component> comps = make_model(model, ml, facts)->components();
 
   std::vector<int> maskable;  // component index of each plan column
   for (size_t c = 0; c < comps.size(); ++c)
@@ -85,7 +83,7 @@ SubnetLayout SubnetLayout::build(const llama::LlamaConfig& model, const Strategy
   } catch (const Error& e) {
     // Every rank builds the same plan: every rank fails alike.
     throw CollectiveError(format("strategy ", spec.describe(), " on ", world,
-                                 " ranks with model ", model.name, " (", maskable.size(), " ",
+                                 " ranks with model ", model, " (", maskable.size(), " ",
                                  granularity_name(spec.granularity), " components): ", e.what()));
   }
 
@@ -116,10 +114,10 @@ SubnetLayout SubnetLayout::build(const llama::LlamaConfig& model, const Strategy
   // rank 0): the largest groups first, each to the owner that sends the
   // fewest bytes so far, so no rank carries much more than its share.
   // Sizes come from the model's declarations (nothing is allocated).
-  const llama::LlamaModel sizes(model, ml);
+  const std::unique_ptr<Model> sizes = make_model(model, ml, facts);
   std::vector<size_t> order(L.groups.size());
   for (size_t g = 0; g < order.size(); ++g) order[g] = g;
-  auto numel = [&](size_t g) { return sizes.params().group_decl(static_cast<int>(g)).numel; };
+  auto numel = [&](size_t g) { return sizes->params().group_decl(static_cast<int>(g)).numel; };
   std::stable_sort(order.begin(), order.end(),
                    [&](size_t a, size_t b) { return numel(a) > numel(b); });
   std::vector<int64_t> sent(static_cast<size_t>(world), 0);

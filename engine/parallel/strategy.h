@@ -2,7 +2,8 @@
 // Parallel strategies as data: what each rank holds, trains and exchanges.
 //   ddp     the plan with C = 1 (no separate code path)
 //   b-sdp   blocks, forward masking: a rank builds only its blocks
-//   n-sdp   FFN unit groups and head groups, forward masking: narrower matrices
+//   n-sdp   FFN unit groups and head groups (LLaMA) or inner-channel groups
+//           of basic blocks (ResNet), forward masking: narrower matrices
 //   bb-sdp  blocks, backward masking: full model, weight gradients only for owned
 //   nb-sdp  neuron groups, backward masking
 // A SubnetLayout turns a strategy, a model and a world into the plan over
@@ -18,7 +19,7 @@
 #include "engine/plan/subnet_plan.h"
 #include "engine/train/train_config.h"
 #include "models/common/component.h"
-#include "models/llama/llama_config.h"
+#include "models/registry.h"
 
 namespace sdp {
 
@@ -31,7 +32,8 @@ struct StrategySpec {
   double active_fraction = 1.0;
   PlanConstruction construction = PlanConstruction::cyclic;
   uint64_t plan_seed = 0;
-  int ffn_groups = 4, head_groups = 4;
+  int ffn_groups = 4, head_groups = 4;  // LLaMA neuron granularity
+  int channel_groups = 8;               // ResNet neuron granularity
 
   static StrategySpec from_config(const TrainConfig& config);
   // "B-SDP (C = 0.5, cyclic)" / "DDP"
@@ -59,8 +61,9 @@ struct SubnetLayout {
   ModelLayout model_layout;            // component -> storage group
   std::vector<StorageGroup> groups;
 
-  static SubnetLayout build(const llama::LlamaConfig& model, const StrategySpec& spec, int world,
-                            int rank);
+  // `model` by registry name (models/registry.h); `facts` as the data gives them.
+  static SubnetLayout build(const std::string& model, const StrategySpec& spec, int world,
+                            int rank, const ModelDataFacts& facts = {});
   std::vector<bool> held_mask() const;
   std::vector<bool> trained_mask() const;
   bool all_ranks(const StorageGroup& g) const { return static_cast<int>(g.owners.size()) == world; }

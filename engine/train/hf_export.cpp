@@ -12,7 +12,7 @@ namespace sdp {
 
 std::vector<checkpoint::NamedTensor> full_named_tensors(
     const ParameterSet& p, const std::function<Tensor(int)>& part_of, const std::string& prefix,
-    Allocator& scratch, std::vector<OwnedTensor>& keep_alive) {
+    Allocator& scratch, std::vector<OwnedTensor>& keep_alive, bool include_buffers) {
   std::vector<checkpoint::NamedTensor> out;
   // Files are written from host memory: a device part is copied to the host
   // first, in accum_dtype (f32 for a bf16 parameter without a master copy).
@@ -28,6 +28,7 @@ std::vector<checkpoint::NamedTensor> full_named_tensors(
   };
   for (const FullTensor& full : full_tensors(p)) {
     const ParamDecl& first = p.decl(full.parts.front());
+    if (first.buffer && !include_buffers) continue;
     const Tensor t0 = host_part(full.parts.front());
     if (full.parts.size() == 1 && !first.is_piece()) {
       out.push_back({prefix + full.name, t0});
@@ -43,7 +44,7 @@ std::vector<checkpoint::NamedTensor> full_named_tensors(
   return out;
 }
 
-void export_hf_model(const llama::LlamaModel& model, const std::filesystem::path& dir) {
+void export_hf_model(const Model& model, const std::filesystem::path& dir) {
   const ParameterSet& p = model.params();
   CpuAllocator scratch;
   std::vector<OwnedTensor> assembled;
@@ -51,7 +52,7 @@ void export_hf_model(const llama::LlamaModel& model, const std::filesystem::path
       p, [&](int id) { return p.values(id); }, "", scratch, assembled);
   std::filesystem::create_directories(dir);
   checkpoint::save_safetensors(dir / "model.safetensors", weights, {{"format", "pt"}});
-  checkpoint::write_json_atomically(dir / "config.json", model.config().to_hf_json());
+  checkpoint::write_json_atomically(dir / "config.json", model.config_json());
 }
 
 }  // namespace sdp

@@ -9,7 +9,7 @@ namespace sdp {
   X(model) X(data) X(batch) X(seq) X(grad_accum) X(steps) X(lr) X(min_lr) X(warmup)      \
   X(weight_decay) X(beta1) X(beta2) X(eps) X(grad_clip) X(eval_every) X(eval_batches)     \
   X(seed) X(device) X(dtype) X(threads) X(strategy) X(active_fraction) X(plan)            \
-  X(plan_seed) X(ffn_groups) X(head_groups) X(comm_timeout) X(bucket_mb) X(grad_reduce_dtype) X(emulate_world)              \
+  X(plan_seed) X(ffn_groups) X(head_groups) X(channel_groups) X(comm_timeout) X(bucket_mb) X(grad_reduce_dtype) X(emulate_world)              \
   X(emulate_rank) X(save_dir) X(save_every) X(resume) X(metrics) X(progress)
 
 nlohmann::json TrainConfig::to_json() const {
@@ -109,6 +109,7 @@ void TrainConfig::validate() const {
     fail("config: plan = '", plan, "' is invalid (valid: cyclic, random)");
   at_least("ffn_groups", ffn_groups, 0);
   at_least("head_groups", head_groups, 0);
+  at_least("channel_groups", channel_groups, 0);
   non_negative("comm_timeout", comm_timeout);
   at_least("emulate_world", emulate_world, 0);
   if (emulate_world > 0 && (emulate_rank < 0 || emulate_rank >= emulate_world))

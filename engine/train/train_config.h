@@ -11,10 +11,13 @@ namespace sdp {
 
 struct TrainConfig {
   // model and data
-  std::string model = "tiny";           // named LLaMA config (LlamaConfig::names())
-  std::string data = "synthetic";       // token source spec (engine/data)
-  // batch: micro-batches of `batch` sequences of `seq` tokens, grad_accum of
-  // them per optimizer step
+  std::string model = "tiny";           // a named model (models/registry.h): LLaMA or CIFAR ResNet
+  // Data spec (engine/data): token sources for LLaMA, image sources for
+  // ResNets; "synthetic" is the model family's synthetic data (the
+  // synthetic language, or synthetic-images for a ResNet).
+  std::string data = "synthetic";
+  // batch: micro-batches of `batch` sequences of `seq` tokens (LLaMA) or of
+  // `batch` images (ResNet; seq unused), grad_accum of them per optimizer step
   int64_t batch = 8;
   int64_t seq = 64;
   int64_t grad_accum = 1;
@@ -45,6 +48,8 @@ struct TrainConfig {
   int64_t ffn_groups = 0;               // neuron strategies: FFN unit groups per block
   int64_t head_groups = 0;              //   and attention head groups per block
                                         //   (0 = the largest count <= 4 that divides)
+  int64_t channel_groups = 0;           // ResNet: inner-channel groups per basic block
+                                        //   (0 = the largest count <= 8 dividing every width)
   double comm_timeout = 600;            // seconds a collective may take before the job ends
   // Gradient buckets (MiB) reduced during backward (overlap); 0 = one
   // reduction per storage group after backward; -1 = auto: 25 on cuda, 0

@@ -9,6 +9,7 @@
 #include "engine/metrics/memory_report.h"
 #include "kernels/flop_count.h"
 #include "kernels/ops.h"
+#include "models/llama/llama_model.h"
 #ifdef SDP_HAVE_CUDA
 #include "kernels/cuda/device_allocator.h"
 #include "kernels/cuda/device_info.h"
@@ -89,21 +90,36 @@ Trainer::Trainer(const TrainConfig& config, std::unique_ptr<comm::Communicator> 
   if (config_.threads > 0) omp_set_num_threads(config_.threads);
   stream_ = std::make_unique<ops::ComputeStream>(alloc_->device());
   ops::ComputeStream::Scope on_stream(*stream_);
-  const llama::LlamaConfig mc = llama::LlamaConfig::named(config_.model);
-  if (config_.seq > mc.max_seq)
-    fail("config: seq = ", config_.seq, " exceeds model ", mc.name, "'s max_seq ", mc.max_seq);
+  const ModelFamily family = model_family(config_.model);  // a clear error for an unknown name
+  if (family == ModelFamily::llama) {
+    const llama::LlamaConfig mc = llama::LlamaConfig::named(config_.model);
+    if (config_.seq > mc.max_seq)
+      fail("config: seq = ", config_.seq, " exceeds model ", mc.name, "'s max_seq ", mc.max_seq);
+  }
+  const DType dtype = parse_dtype(config_.dtype);
 
   // Every rank must run the same job: a different config or plan would make
   // collectives disagree (wrong sizes, a hang). Checked once, before any
   // collective of the training step.
   comm::Communicator& w = *world_;
   comm::require_same_on_all_ranks(w, "the run configuration", config_.to_json().dump());
-  layout_ = SubnetLayout::build(mc, StrategySpec::from_config(config_), w.size(), w.rank());
+  // Rank r reads examples r, r + N, r + 2N, ... of the stream: together the
+  // ranks see exactly the global batch a single process would.
+  train_data_ = make_batch_loader(config_, data::Split::train,
+                                  data::StreamPart{w.rank(), w.size()}, *alloc_, dtype);
+  facts_ = train_data_->facts();
+  layout_ = SubnetLayout::build(config_.model, StrategySpec::from_config(config_), w.size(),
+                                w.rank(), facts_);
   comm::require_same_on_all_ranks(w, "the subnet plan", std::to_string(layout_.plan.hash()));
 
-  model_ = std::make_unique<llama::LlamaModel>(mc, layout_.model_layout);
-  model_->materialize(*alloc_, parse_dtype(config_.dtype), layout_.held_mask(),
-                      layout_.trained_mask());
+  model_ = make_model(config_.model, layout_.model_layout, facts_);
+  if (family == ModelFamily::llama) {
+    const auto& mc = dynamic_cast<const llama::LlamaModel&>(*model_).config();
+    if (train_data_->vocab_size() > mc.vocab)
+      fail("data '", config_.data, "' has vocabulary ", train_data_->vocab_size(), " but model ",
+           mc.name, " has only ", mc.vocab, " embeddings");
+  }
+  model_->materialize(*alloc_, dtype, layout_.held_mask(), layout_.trained_mask());
   model_->params().init_values(config_.seed);  // same values on every owner
   model_->params().allocate_grads();
   groups_ = std::make_unique<OwnerGroups>(w, layout_);
@@ -118,51 +134,10 @@ Trainer::Trainer(const TrainConfig& config, std::unique_ptr<comm::Communicator> 
       model_->params(),
       AdamWSettings{config_.beta1, config_.beta2, config_.eps, config_.weight_decay});
   schedule_ = LrSchedule{config_.lr, config_.min_lr, config_.warmup, config_.steps};
-
-  // Rank r reads windows r, r + N, r + 2N, ... of the stream: together the
-  // ranks see exactly the global batch a single process would.
-  train_data_ = data::make_token_source(config_.data, config_.seed, data::Split::train,
-                                        data::StreamPart{w.rank(), w.size()});
-  if (train_data_->vocab_size() > mc.vocab)
-    fail("data '", config_.data, "' has vocabulary ", train_data_->vocab_size(),
-         " but model ", mc.name, " has only ", mc.vocab, " embeddings");
-  // Token windows are host data; on meta they are still real so that the
-  // data path runs, but tokens/targets live on the model's device.
-  windows_ = OwnedTensor(host_allocator(), {config_.batch, config_.seq + 1}, DType::i32,
-                         MemCategory::workspace);
-  tokens_ = OwnedTensor(*alloc_, {config_.batch, config_.seq}, DType::i32, MemCategory::workspace);
-  targets_ = OwnedTensor(*alloc_, {config_.batch, config_.seq}, DType::i32, MemCategory::workspace);
-  if (alloc_->device() == Device::cuda) {
-    host_tokens_ = OwnedTensor(host_allocator(), {config_.batch, config_.seq}, DType::i32,
-                               MemCategory::workspace);
-    host_targets_ = OwnedTensor(host_allocator(), {config_.batch, config_.seq}, DType::i32,
-                                MemCategory::workspace);
-  }
   control_ = OwnedTensor(host_allocator(), {2}, DType::f64, MemCategory::comm);
 }
 
 Trainer::~Trainer() = default;
-
-void Trainer::load_batch(data::TokenSource& source) {
-  const int64_t B = config_.batch, T = config_.seq;
-  source.next_batch(windows_->data<int32_t>(), B, T);
-  if (tokens_->device() == Device::meta) return;  // nothing to copy
-  // Inputs and shifted targets are cut on the host; a device run uploads them.
-  const bool on_host = tokens_->device() == Device::cpu;
-  Tensor x_host = on_host ? *tokens_ : *host_tokens_;    // [B, T]
-  Tensor y_host = on_host ? *targets_ : *host_targets_;  // [B, T]
-  const int32_t* w = windows_->data<int32_t>();
-  int32_t* x = x_host.data<int32_t>();
-  int32_t* y = y_host.data<int32_t>();
-  for (int64_t b = 0; b < B; ++b)
-    for (int64_t t = 0; t < T; ++t) {
-      x[b * T + t] = w[b * (T + 1) + t];
-      y[b * T + t] = w[b * (T + 1) + t + 1];
-    }
-  if (on_host) return;
-  ops::transfer(x_host, *tokens_);
-  ops::transfer(y_host, *targets_);
-}
 
 StepResult Trainer::train_step() {
   ops::ComputeStream::Scope on_stream(*stream_);
@@ -176,14 +151,14 @@ StepResult Trainer::train_step() {
   ParameterSet& params = model_->params();
   params.zero_grads();
 
-  const int64_t tokens_per_micro = config_.batch * config_.seq;
-  const double loss_scale = 1.0 / static_cast<double>(tokens_per_micro * config_.grad_accum);
+  const int64_t examples_per_micro = train_data_->examples();
+  const double loss_scale = 1.0 / static_cast<double>(examples_per_micro * config_.grad_accum);
   double loss_sum = 0;
   for (int64_t micro = 0; micro < config_.grad_accum; ++micro) {
-    load_batch(*train_data_);
+    train_data_->next();
     {
       PhaseScope phase(mem, Phase::forward);
-      loss_sum += model_->forward(*tokens_, *targets_);
+      loss_sum += model_->forward(train_data_->inputs(), train_data_->targets());
     }
     PhaseScope phase(mem, Phase::backward);
     const bool last = micro + 1 == config_.grad_accum;
@@ -235,10 +210,11 @@ StepResult Trainer::train_step() {
   ops::synchronize(alloc_->device());
   ++step_;
   r.step = step_;
-  const int64_t tokens_per_rank = tokens_per_micro * config_.grad_accum;
+  const int64_t examples_per_rank = examples_per_micro * config_.grad_accum;
   r.rank_loss = loss_sum * loss_scale;
-  r.loss = ctl[0] / static_cast<double>(tokens_per_rank * w.size());
-  r.tokens = tokens_per_rank * w.size();
+  r.loss = ctl[0] / static_cast<double>(examples_per_rank * w.size());
+  r.examples = examples_per_rank * w.size();
+  r.unit = train_data_->unit();
   r.seconds = std::chrono::duration<double>(clock::now() - start).count();
   r.flops = ops::flops_counted();
   r.memory = memory_json(mem, alloc_->device_memory_info());
@@ -264,7 +240,7 @@ bool Trainer::full_model_everywhere() const {
   return true;
 }
 
-llama::LlamaModel& Trainer::gather_full_model(bool optimizer_state) {
+Model& Trainer::gather_full_model(bool optimizer_state) {
   const bool rank0 = world_->rank() == 0;
   // Device buffers cannot meet host buffers in one point-to-point exchange
   // (NCCL carries the device side, MPI the host side).
@@ -275,7 +251,7 @@ llama::LlamaModel& Trainer::gather_full_model(bool optimizer_state) {
   if (rank0 && !full_model_) {
     // A host copy in the state dtype (f32 for a bf16 run).
     full_alloc_ = make_allocator(config_.device == "meta" ? "meta" : "cpu");
-    full_model_ = std::make_unique<llama::LlamaModel>(model_->config(), layout_.model_layout);
+    full_model_ = make_model(config_.model, layout_.model_layout, facts_);
     full_model_->materialize(*full_alloc_, accum_dtype(model_->dtype()));
   }
   if (rank0 && optimizer_state) full_model_->params().allocate_adam_state();
@@ -284,18 +260,24 @@ llama::LlamaModel& Trainer::gather_full_model(bool optimizer_state) {
   return rank0 ? *full_model_ : *model_;
 }
 
-double Trainer::mean_loss(llama::LlamaModel& model) {
+double Trainer::mean_loss(Model& model) {
   // A fresh, unsplit validation stream each time: every evaluation and every
-  // rank sees the same batches.
-  auto val = data::make_token_source(config_.data, config_.seed, data::Split::val);
+  // rank sees the same batches. Its buffers live on the evaluated model's
+  // allocator (rank 0's full copy is on the host).
+  auto val = make_batch_loader(config_, data::Split::val, data::StreamPart{}, model.allocator(),
+                               model.dtype());
   double sum = 0;
   int64_t count = 0;
   for (int64_t i = 0; i < config_.eval_batches; ++i) {
-    load_batch(*val);
-    sum += model.forward(*tokens_, *targets_, /*keep_for_backward=*/false);
+    val->next();
+    sum += model.forward(val->inputs(), val->targets(), /*keep_for_backward=*/false);
     count += model.valid_targets();
   }
   return sum / static_cast<double>(count);
+}
+
+void Trainer::merge_buffers() {
+  if (model_->params().has_buffers()) groups_->merge_buffers(model_->params());
 }
 
 EvalResult Trainer::evaluate_all() {
@@ -305,6 +287,7 @@ EvalResult Trainer::evaluate_all() {
   // Each rank's own subnetwork, gathered to every rank.
   OwnedTensor mine(host_allocator(), {1}, DType::f64, MemCategory::comm);
   OwnedTensor all(host_allocator(), {w.size()}, DType::f64, MemCategory::comm);
+  merge_buffers();  // every holder of a component evaluates with the same statistics
   mine->data<double>()[0] = mean_loss(*model_);
   w.all_gather(*mine, *all);
   out.subnet_loss.assign(all->data<double>(), all->data<double>() + w.size());
@@ -314,7 +297,7 @@ EvalResult Trainer::evaluate_all() {
   } else if (w.backend() == "emulated") {
     out.full_loss = std::numeric_limits<double>::quiet_NaN();  // the other ranks' parts are absent
   } else {
-    llama::LlamaModel& full = gather_full_model(false);
+    Model& full = gather_full_model(false);
     OwnedTensor loss(host_allocator(), {1}, DType::f64, MemCategory::comm);
     if (w.rank() == 0) loss->data<double>()[0] = mean_loss(full);
     w.broadcast(*loss, 0);
@@ -324,7 +307,7 @@ EvalResult Trainer::evaluate_all() {
 }
 
 std::optional<double> Trainer::best_achievable_loss() const {
-  return train_data_->best_achievable_loss(config_.seq);
+  return train_data_->best_achievable_loss();
 }
 
 }  // namespace sdp

@@ -19,7 +19,7 @@
 
 #include "comm/communicator.h"
 #include "engine/core/allocator.h"
-#include "engine/data/token_source.h"
+#include "engine/train/batch_loader.h"
 #include "engine/optim/adamw.h"
 #include "engine/optim/lr_schedule.h"
 #include "engine/parallel/gradient_buckets.h"
@@ -27,7 +27,7 @@
 #include "engine/parallel/strategy.h"
 #include "engine/train/train_config.h"
 #include "kernels/compute_stream.h"
-#include "models/llama/llama_model.h"
+#include "models/common/model.h"
 
 namespace sdp {
 
@@ -37,7 +37,8 @@ struct StepResult {
   double rank_loss = 0;      // this rank's mean loss (its subnetwork's)
   double lr = 0;
   double grad_norm = 0;      // of the full model's averaged gradient, before clipping
-  int64_t tokens = 0;        // tokens processed by this step, all ranks
+  int64_t examples = 0;      // tokens or images processed by this step, all ranks
+  const char* unit = "tokens";  // what an example is: "tokens" or "images"
   double seconds = 0;        // wall time of the step
   double flops = 0;          // this rank's FLOPs in the step (kernels/flop_count.h)
   nlohmann::json memory;     // memory_json() of the step window
@@ -87,48 +88,47 @@ class Trainer {
   void load_checkpoint(const std::filesystem::path& dir);
 
   const TrainConfig& config() const { return config_; }
-  llama::LlamaModel& model() { return *model_; }
+  Model& model() { return *model_; }
   Allocator& allocator() { return *alloc_; }
   comm::Communicator& world() { return *world_; }
   const comm::Communicator& world() const { return *world_; }
   const SubnetLayout& layout() const { return layout_; }
-  const data::TokenSource& train_data() const { return *train_data_; }
+  const BatchLoader& train_data() const { return *train_data_; }
   // Best mean loss any model can reach on the data, when the data knows it.
   std::optional<double> best_achievable_loss() const;
 
  private:
   Trainer(const TrainConfig& config, std::unique_ptr<comm::Communicator> own_world,
           comm::Communicator* world, std::unique_ptr<Allocator> allocator);
-  void load_batch(data::TokenSource& source);
-  double mean_loss(llama::LlamaModel& model);
+  double mean_loss(Model& model);
   // Whether every rank holds the whole model (DDP, backward masking).
   bool full_model_everywhere() const;
   // Rank 0: the whole model assembled from the owners (collective).
-  llama::LlamaModel& gather_full_model(bool optimizer_state);
+  Model& gather_full_model(bool optimizer_state);
+  // Merges the BatchNorm running statistics of every storage group over the
+  // ranks that hold it (before evaluation and checkpoints; collective).
+  void merge_buffers();
 
   TrainConfig config_;
   std::unique_ptr<comm::Communicator> own_world_;
   comm::Communicator* world_ = nullptr;
   SubnetLayout layout_;
   std::unique_ptr<Allocator> alloc_;
-  std::unique_ptr<llama::LlamaModel> model_;
+  std::unique_ptr<Model> model_;
   std::unique_ptr<OwnerGroups> groups_;
   std::unique_ptr<GradientBuckets> buckets_;  // null: one reduction per group after backward
   DType reduce_dtype_ = DType::f32;           // gradients on the wire
   std::unique_ptr<ops::ComputeStream> stream_;  // cuda: this trainer's compute stream
   std::unique_ptr<AdamW> optimizer_;
   LrSchedule schedule_;
-  std::unique_ptr<data::TokenSource> train_data_;
-  OwnedTensor windows_;  // [batch, seq + 1] i32, host
-  OwnedTensor tokens_;   // [batch, seq] i32
-  OwnedTensor targets_;  // [batch, seq] i32
-  OwnedTensor host_tokens_, host_targets_;  // [batch, seq] i32 host staging of a device run
+  std::unique_ptr<BatchLoader> train_data_;
+  ModelDataFacts facts_;
   OwnedTensor control_;  // [2] f64 on the host: loss sum, gradient square share
   int64_t step_ = 0;
   // Rank 0 of a forward-masked job: the full model for evaluation and
   // checkpoints, outside the step's memory accounting.
   std::unique_ptr<Allocator> full_alloc_;
-  std::unique_ptr<llama::LlamaModel> full_model_;
+  std::unique_ptr<Model> full_model_;
 };
 
 }  // namespace sdp

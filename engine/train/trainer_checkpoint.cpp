@@ -1,8 +1,10 @@
 // Trainer::save_checkpoint / load_checkpoint: the on-disk layout of a
 // checkpoint directory.
 //   model.safetensors      parameters under Hugging Face LLaMA names (the
-//                          tied head is stored once, as HF does)
-//   config.json            Hugging Face config (LlamaConfig::to_hf_json)
+//                          tied head is stored once, as HF does) or
+//                          torchvision ResNet names (with BatchNorm running
+//                          statistics, merged over their holders first)
+//   config.json            Model::config_json (for LLaMA the HF config)
 //                          (these two are written by export_hf_model, hf_export.h)
 //   optimizer.safetensors  AdamW moments: "exp_avg.<name>", "exp_avg_sq.<name>"
 //   trainer_state.json     step, training config, data position
@@ -16,6 +18,7 @@
 #include "engine/checkpoint/safetensors.h"
 #include "engine/train/hf_export.h"
 #include "engine/train/trainer.h"
+#include "models/registry.h"
 #include "models/common/parameter_pieces.h"
 #include "models/common/tensor_staging.h"
 
@@ -58,7 +61,7 @@ void read_parameter_set(ParameterSet& p, const ck::SafetensorsFile& weights,
     const std::string& name = p.decl(id).full_name;
     read_part(weights, name, id, p.values(id));
     p.refresh_from_master(id);  // the bf16 copy the forward reads
-    if (!moments || !p.is_trained(id)) continue;
+    if (!moments || !p.is_trained(id) || p.decl(id).buffer) continue;
     read_part(*moments, "exp_avg." + name, id, p.adam_m(id));
     read_part(*moments, "exp_avg_sq." + name, id, p.adam_v(id));
   }
@@ -76,7 +79,8 @@ void Trainer::save_checkpoint(const fs::path& dir) {
   // Where rank 0 owns every group (one process, DDP) it writes its own model.
   bool rank0_owns_all = true;
   for (const StorageGroup& g : layout_.groups) rank0_owns_all &= g.owners.front() == 0;
-  const llama::LlamaModel& source = rank0_owns_all ? *model_ : gather_full_model(true);
+  merge_buffers();
+  const Model& source = rank0_owns_all ? *model_ : gather_full_model(true);
   if (world_->rank() != 0) {
     world_->barrier();  // returns once rank 0 has committed the directory
     return;
@@ -85,9 +89,9 @@ void Trainer::save_checkpoint(const fs::path& dir) {
   CpuAllocator scratch;
   std::vector<OwnedTensor> assembled;
   auto moments = full_named_tensors(
-      p, [&](int id) { return p.adam_m(id); }, "exp_avg.", scratch, assembled);
+      p, [&](int id) { return p.adam_m(id); }, "exp_avg.", scratch, assembled, false);
   for (auto& t : full_named_tensors(
-           p, [&](int id) { return p.adam_v(id); }, "exp_avg_sq.", scratch, assembled))
+           p, [&](int id) { return p.adam_v(id); }, "exp_avg_sq.", scratch, assembled, false))
     moments.push_back(t);
   ck::DirectoryTransaction tx(dir);
   const fs::path& out = tx.staging_dir();
@@ -113,12 +117,11 @@ void Trainer::load_checkpoint(const fs::path& dir) {
   if (state.value("format_version", 0) != kFormatVersion)
     fail("checkpoint ", dir.string(), ": format_version ", state.value("format_version", 0),
          " is not supported (this build reads version ", kFormatVersion, ")");
-  const auto saved_model = llama::LlamaConfig::from_hf_json(ck::read_json_file(dir / "config.json"));
-  const auto& mine = model_->config();
-  if (saved_model.to_hf_json().dump() != mine.to_hf_json().dump())
-    fail("checkpoint ", dir.string(), " holds model ", saved_model.name, " (",
-         saved_model.parameter_count(), " parameters), but this run builds ", mine.name, " (",
-         mine.parameter_count(), " parameters)");
+  const nlohmann::json saved_model = ck::read_json_file(dir / "config.json");
+  if (saved_model.dump() != model_->config_json().dump())
+    fail("checkpoint ", dir.string(), " holds model ", describe_model_config(saved_model),
+         ", but this run builds ", model_->name(), " (", model_->parameter_count(),
+         " parameters)");
 
   ParameterSet& p = model_->params();
   const ck::SafetensorsFile weights(dir / "model.safetensors");

@@ -1,9 +1,13 @@
 #pragma once
 // Components: the units of ownership of Subnetwork Data Parallelism.
-// Block-level plans (B-SDP) assign whole blocks; neuron-level plans (N-SDP)
-// assign groups of FFN hidden units or attention heads. Shared components
-// (embeddings, final norm, head; at neuron granularity also the blocks'
-// norms, which every neuron group reads) are held by every rank.
+// Block-level plans (B-SDP) assign whole blocks (transformer blocks, ResNet
+// basic blocks); neuron-level plans (N-SDP) assign groups of FFN hidden
+// units or attention heads (LLaMA) or of a basic block's inner channels
+// (ResNet: conv1's output channels = bn1's channels = conv2's input
+// channels). Shared components (embeddings, final norm, head; the ResNet
+// stem, downsampling shortcuts and classifier; at neuron granularity also
+// what every neuron group of a block reads or writes: the LLaMA blocks'
+// norms, the ResNet blocks' bn2) are held by every rank.
 //
 // A component owns whole parameters of the model's ParameterSet (a neuron
 // group's rows / columns are stored as pieces, see parameter_set.h), and all
@@ -16,10 +20,11 @@
 
 namespace sdp {
 
-enum class ComponentKind : uint8_t { shared, block, ffn_group, head_group };
+enum class ComponentKind : uint8_t { shared, block, ffn_group, head_group, channel_group };
 
 constexpr std::string_view component_kind_name(ComponentKind k) {
-  constexpr std::string_view names[] = {"shared", "block", "ffn_group", "head_group"};
+  constexpr std::string_view names[] = {"shared", "block", "ffn_group", "head_group",
+                                        "channel_group"};
   return names[static_cast<size_t>(k)];
 }
 
@@ -30,7 +35,7 @@ constexpr std::string_view granularity_name(Granularity g) {
 }
 
 struct Component {
-  std::string name;  // "shared", "block.3", "block.3.ffn.2", "block.3.heads.1"
+  std::string name;  // "shared", "block.3", "block.3.ffn.2", "block.3.heads.1", "block.3.channels.5"
   ComponentKind kind = ComponentKind::shared;
   int block = -1;    // owning block, -1 for model-wide shared parameters
   int index = 0;     // group index inside its block (neuron kinds)
@@ -45,6 +50,7 @@ struct ModelLayout {
   Granularity granularity = Granularity::block;
   int ffn_groups = 4;   // neuron granularity: FFN unit groups per block
   int head_groups = 4;  // neuron granularity: groups of KV heads (with their query heads)
+  int channel_groups = 8;  // neuron granularity (ResNet): inner-channel groups per basic block
   // Storage group of each component, in the model's component order, and the
   // groups' names; both empty = one group per component, named after it.
   std::vector<int> component_group;

@@ -18,7 +18,7 @@ std::vector<FullTensor> full_tensors(const ParameterSet& params) {
 }
 
 namespace {
-// Walks the rows of a piece: calls f(piece row pointer, full row pointer, bytes).
+// Walks the runs of a piece: calls f(piece run pointer, full run pointer, bytes).
 template <typename F>
 void for_piece_rows(const ParamDecl& d, const Tensor& part, const Tensor& full, F f) {
   SDP_CHECK(part.device() == Device::cpu && full.device() == Device::cpu,
@@ -34,13 +34,16 @@ void for_piece_rows(const ParamDecl& d, const Tensor& part, const Tensor& full, 
     f(p, q, static_cast<size_t>(part.numel()) * e);
     return;
   }
-  const int64_t rows = d.shape[0], cols = d.shape[1], full_cols = d.full_shape[1];
-  for (int64_t r = 0; r < rows; ++r) {
-    const int64_t fr = d.piece_axis == 0 ? r + d.piece_start : r;
-    const int64_t fc = d.piece_axis == 1 ? d.piece_start : 0;
-    f(p + static_cast<size_t>(r * cols) * e, q + static_cast<size_t>(fr * full_cols + fc) * e,
-      static_cast<size_t>(cols) * e);
-  }
+  // A piece is [outer, length, inner] inside the full [outer, full, inner]:
+  // one contiguous run of length * inner elements per outer index.
+  int64_t outer = 1, inner = 1;
+  for (int a = 0; a < d.piece_axis; ++a) outer *= d.shape[a];
+  for (int a = d.piece_axis + 1; a < d.shape.ndim(); ++a) inner *= d.shape[a];
+  const int64_t run = d.shape[d.piece_axis] * inner, full_run = d.full_shape[d.piece_axis] * inner;
+  for (int64_t o = 0; o < outer; ++o)
+    f(p + static_cast<size_t>(o * run) * e,
+      q + static_cast<size_t>(o * full_run + d.piece_start * inner) * e,
+      static_cast<size_t>(run) * e);
 }
 }  // namespace
 

@@ -14,36 +14,72 @@ int ParameterSet::add_group(std::string name) {
   return static_cast<int>(groups_.size()) - 1;
 }
 
-int ParameterSet::declare(std::string name, Shape shape, int group, InitKind init,
-                          double init_std) {
-  SDP_CHECK(storage_.empty(), "cannot declare ", name, " after materialize()");
-  SDP_CHECK(group >= 0 && group < group_count(), "parameter ", name, ": no group ", group);
-  SDP_CHECK(!find(name), "parameter ", name, " declared twice");
-  ParamGroupDecl& g = groups_[static_cast<size_t>(group)];
-  ParamDecl d{std::move(name), shape, group, g.numel, init, init_std, {}, shape, 0, 0};
+int ParameterSet::add_decl(ParamDecl d, bool buffer) {
+  SDP_CHECK(storage_.empty(), "cannot declare ", d.name, " after materialize()");
+  SDP_CHECK(d.group >= 0 && d.group < group_count(), "parameter ", d.name, ": no group ", d.group);
+  SDP_CHECK(!find(d.name), "parameter ", d.name, " declared twice");
+  SDP_CHECK(!buffer || d.init != InitKind::normal, "buffer ", d.name,
+            ": buffers start as ones or zeros");
+  ParamGroupDecl& g = groups_[static_cast<size_t>(d.group)];
+  int64_t& end = buffer ? g.buffer_numel : g.numel;
+  d.offset = end;
+  d.buffer = buffer;
   d.full_name = d.name;
+  d.full_shape = d.shape;
+  end += d.shape.numel();
   decls_.push_back(std::move(d));
-  g.numel += shape.numel();
   return static_cast<int>(decls_.size()) - 1;
 }
 
-int ParameterSet::declare_piece(const std::string& full_name, const Shape& full_shape, int axis,
-                                int64_t start, int64_t length, const std::string& piece_label,
-                                int group, InitKind init, double init_std) {
-  SDP_CHECK(full_shape.ndim() == 2 && (axis == 0 || axis == 1), "piece of ", full_name,
-            ": pieces are row or column ranges of a matrix");
+int ParameterSet::declare(std::string name, Shape shape, int group, InitKind init,
+                          double init_std) {
+  return add_decl({std::move(name), shape, group, 0, init, init_std, {}, shape, 0, 0, false},
+                  false);
+}
+
+int ParameterSet::declare_buffer(std::string name, Shape shape, int group, InitKind init) {
+  return add_decl({std::move(name), shape, group, 0, init, 0.0, {}, shape, 0, 0, true}, true);
+}
+
+namespace {
+Shape piece_shape(const std::string& full_name, const Shape& full_shape, int axis, int64_t start,
+                  int64_t length) {
+  SDP_CHECK(full_shape.ndim() >= 1 && axis >= 0 && axis <= 1 && axis < full_shape.ndim(),
+            "piece of ", full_name, ": pieces are ranges along axis 0 or 1, got axis ", axis,
+            " of a ", full_shape.ndim(), "-D tensor");
   SDP_CHECK(start >= 0 && length > 0 && start + length <= full_shape[axis], "piece of ",
             full_name, ": range [", start, ", ", start + length, ") outside dimension ", axis,
             " of size ", full_shape[axis]);
   Shape shape = full_shape;
   shape[axis] = length;
-  const int id = declare(full_name + "@" + piece_label, shape, group, init, init_std);
+  return shape;
+}
+}  // namespace
+
+int ParameterSet::set_piece(int id, const std::string& full_name, const Shape& full_shape,
+                            int axis, int64_t start) {
   ParamDecl& d = decls_[static_cast<size_t>(id)];
   d.full_name = full_name;
   d.full_shape = full_shape;
   d.piece_axis = axis;
   d.piece_start = start;
   return id;
+}
+
+int ParameterSet::declare_piece(const std::string& full_name, const Shape& full_shape, int axis,
+                                int64_t start, int64_t length, const std::string& piece_label,
+                                int group, InitKind init, double init_std) {
+  const Shape shape = piece_shape(full_name, full_shape, axis, start, length);
+  const int id = declare(full_name + "@" + piece_label, shape, group, init, init_std);
+  return set_piece(id, full_name, full_shape, axis, start);
+}
+
+int ParameterSet::declare_buffer_piece(const std::string& full_name, const Shape& full_shape,
+                                       int axis, int64_t start, int64_t length,
+                                       const std::string& piece_label, int group, InitKind init) {
+  const Shape shape = piece_shape(full_name, full_shape, axis, start, length);
+  const int id = declare_buffer(full_name + "@" + piece_label, shape, group, init);
+  return set_piece(id, full_name, full_shape, axis, start);
 }
 
 std::optional<int> ParameterSet::find(const std::string& name) const {
@@ -72,6 +108,9 @@ void ParameterSet::materialize(Allocator& allocator, DType dtype, const std::vec
     if (groups_[g].trained && state_dtype() != dtype)
       storage_[g].master =
           OwnedTensor(allocator, {groups_[g].numel}, state_dtype(), MemCategory::master);
+    if (groups_[g].buffer_numel > 0)
+      storage_[g].buffers =
+          OwnedTensor(allocator, {groups_[g].buffer_numel}, state_dtype(), MemCategory::param);
   }
 }
 
@@ -131,12 +170,14 @@ void ParameterSet::init_values(uint64_t seed) {
         // exactly the values of its rows / columns of the whole tensor.
         const uint64_t key = splitmix64(seed) ^ stable_hash(d.full_name);
         const int64_t n = drawn->numel();
+        // A piece is [outer, length, inner] inside the full [outer, full, inner].
+        int64_t inner = 1;
+        for (int a = d.piece_axis + 1; a < d.shape.ndim(); ++a) inner *= d.shape[a];
+        const int64_t length = d.shape[d.piece_axis], full_length = d.full_shape[d.piece_axis];
         auto full_index = [&](int64_t i) -> uint64_t {
           if (!d.is_piece()) return static_cast<uint64_t>(i);
-          const int64_t cols = d.shape[1], full_cols = d.full_shape[1];
-          int64_t r = i / cols, c = i % cols;
-          (d.piece_axis == 0 ? r : c) += d.piece_start;
-          return static_cast<uint64_t>(r * full_cols + c);
+          const int64_t outer = i / (length * inner), rest = i % (length * inner);
+          return static_cast<uint64_t>(outer * full_length * inner + d.piece_start * inner + rest);
         };
         if (drawn->dtype() == DType::f64) {
           double* x = drawn->data<double>();
@@ -156,7 +197,7 @@ void ParameterSet::init_values(uint64_t seed) {
 }
 
 void ParameterSet::refresh_from_master(int id) {
-  if (!has_master(decl(id).group)) return;
+  if (decl(id).buffer || !has_master(decl(id).group)) return;
   Tensor low = param(id);
   stage_copy(values(id), low);
 }
@@ -173,24 +214,29 @@ Tensor ParameterSet::slice(const OwnedTensor& flat, int id, const char* what) co
 }
 
 Tensor ParameterSet::param(int id) const {
-  return slice(storage_[static_cast<size_t>(decl(id).group)].params, id, "values");
+  const Storage& s = storage_[static_cast<size_t>(decl(id).group)];
+  return decl(id).buffer ? slice(s.buffers, id, "buffer values") : slice(s.params, id, "values");
 }
 Tensor ParameterSet::values(int id) const {
   const int g = decl(id).group;
-  return has_master(g) ? slice(storage_[static_cast<size_t>(g)].master, id, "master values")
-                       : param(id);
+  return has_master(g) && !decl(id).buffer
+             ? slice(storage_[static_cast<size_t>(g)].master, id, "master values")
+             : param(id);
 }
 Tensor ParameterSet::grad(int id) const {
+  SDP_CHECK(!decl(id).buffer, decl(id).name, " is a buffer: it has no gradient");
   SDP_CHECK(is_trained(id), "parameter ", decl(id).name,
             " is not trained by this rank (no gradient is kept for group ",
             group_decl(decl(id).group).name, ")");
   return slice(storage_[static_cast<size_t>(decl(id).group)].grads, id, "gradients");
 }
 Tensor ParameterSet::adam_m(int id) const {
+  SDP_CHECK(!decl(id).buffer, decl(id).name, " is a buffer: it has no optimizer state");
   SDP_CHECK(is_trained(id), "parameter ", decl(id).name, " has no optimizer state on this rank");
   return slice(storage_[static_cast<size_t>(decl(id).group)].m, id, "AdamW first moments");
 }
 Tensor ParameterSet::adam_v(int id) const {
+  SDP_CHECK(!decl(id).buffer, decl(id).name, " is a buffer: it has no optimizer state");
   SDP_CHECK(is_trained(id), "parameter ", decl(id).name, " has no optimizer state on this rank");
   return slice(storage_[static_cast<size_t>(decl(id).group)].v, id, "AdamW second moments");
 }
@@ -202,6 +248,14 @@ Tensor ParameterSet::group_values(int g) const {
 Tensor ParameterSet::group_grads(int g) const { return storage_[static_cast<size_t>(g)].grads.view; }
 Tensor ParameterSet::group_adam_m(int g) const { return storage_[static_cast<size_t>(g)].m.view; }
 Tensor ParameterSet::group_adam_v(int g) const { return storage_[static_cast<size_t>(g)].v.view; }
+Tensor ParameterSet::group_buffers(int g) const {
+  return storage_[static_cast<size_t>(g)].buffers.view;
+}
+bool ParameterSet::has_buffers() const {
+  for (const auto& g : groups_)
+    if (g.buffer_numel > 0) return true;
+  return false;
+}
 
 int64_t ParameterSet::total_numel() const {
   int64_t n = 0;

@@ -13,6 +13,13 @@
 // Initialization and checkpoints work on the full tensor's coordinates, so
 // values never depend on how the model is cut.
 //
+// A group may also hold *buffers*: model state that is saved, loaded and
+// moved with the group's parameters but is not trained (BatchNorm running
+// statistics). They live in their own flat storage per held group, always in
+// the state dtype (f32 next to bf16 parameters) and category param, and have
+// no gradient, no master copy and no optimizer state; group_params(),
+// group_grads() etc. never include them.
+//
 // Each group is held (parameters allocated) or not, and trained (gradients
 // and AdamW moments allocated) or not: forward masking holds only what a rank
 // owns; backward masking holds everything but trains only what it owns.
@@ -43,12 +50,14 @@ struct ParamDecl {
   Shape full_shape;       // shape of the whole HF tensor
   int piece_axis = 0;     // piece = [piece_start, piece_start + shape[piece_axis])
   int64_t piece_start = 0;//   of full_shape along piece_axis
+  bool buffer = false;    // untrained state (offset is into the group's buffer storage)
   bool is_piece() const { return shape != full_shape; }
 };
 
 struct ParamGroupDecl {
   std::string name;     // e.g. "shared", "block.3"
   int64_t numel = 0;    // elements of all its parameters
+  int64_t buffer_numel = 0;   // elements of its buffers
   bool materialized = false;  // parameters held by this process
   bool trained = false;       // gradients and optimizer state held too
 };
@@ -58,12 +67,19 @@ class ParameterSet {
   // ---- declaration (before materialize) ----
   int add_group(std::string name);
   int declare(std::string name, Shape shape, int group, InitKind init, double init_std = 0.02);
-  // Rows (axis 0) or columns (axis 1) [start, start + length) of the 2-D HF
-  // tensor `full_name` of shape `full_shape`, stored as a dense matrix named
-  // full_name + "@" + piece_label.
+  // The range [start, start + length) along axis 0 or 1 of the HF tensor
+  // `full_name` of shape `full_shape` (rows or columns of a matrix, output or
+  // input channels of a conv filter, channels of a 1-D tensor), stored as a
+  // dense tensor named full_name + "@" + piece_label.
   int declare_piece(const std::string& full_name, const Shape& full_shape, int axis,
                     int64_t start, int64_t length, const std::string& piece_label, int group,
                     InitKind init, double init_std = 0.02);
+  // Buffers (see above): init ones or zeros. A buffer piece cuts like a
+  // parameter piece.
+  int declare_buffer(std::string name, Shape shape, int group, InitKind init);
+  int declare_buffer_piece(const std::string& full_name, const Shape& full_shape, int axis,
+                           int64_t start, int64_t length, const std::string& piece_label,
+                           int group, InitKind init);
 
   // ---- storage ----
   // Allocates the parameter buffers of the held groups (all when empty) on
@@ -113,6 +129,8 @@ class ParameterSet {
   Tensor group_grads(int g) const;
   Tensor group_adam_m(int g) const;
   Tensor group_adam_v(int g) const;
+  Tensor group_buffers(int g) const;  // [buffer_numel] state dtype; empty where none
+  bool has_buffers() const;           // any group declares buffers
 
   int64_t total_numel() const;          // all declared parameters
   int64_t materialized_numel() const;   // what this process holds
@@ -123,8 +141,12 @@ class ParameterSet {
  private:
   struct Storage {
     OwnedTensor params, master, grads, m, v;  // each [group numel]
+    OwnedTensor buffers;                      // [group buffer_numel], state dtype
   };
   Tensor slice(const OwnedTensor& flat, int id, const char* what) const;
+  int add_decl(ParamDecl d, bool buffer);
+  int set_piece(int id, const std::string& full_name, const Shape& full_shape, int axis,
+                int64_t start);
 
   std::vector<ParamDecl> decls_;
   std::vector<ParamGroupDecl> groups_;

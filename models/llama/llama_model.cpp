@@ -140,6 +140,8 @@ void LlamaModel::declare_parameters() {
                                          comp.index * q_rows, q_rows, label, g, InitKind::normal, out_std));
         break;
       }
+      case ComponentKind::channel_group:
+        fail("component ", comp.name, ": channel groups belong to ResNets, not to LLaMA");
     }
   }
   for (int b = 0; b < c.n_layers; ++b)

@@ -15,18 +15,16 @@
 
 #include "engine/core/tensor.h"
 #include "models/common/component.h"
+#include "models/common/model.h"
 #include "models/common/parameter_set.h"
 #include "models/llama/llama_block.h"
 #include "models/llama/llama_config.h"
 
 namespace sdp::llama {
 
-// Told, during backward, which parameters' gradients are final (their
-// last contribution of this backward has been accumulated), so their
-// reduction can start while backward goes on.
-using GradsReady = std::function<void(std::span<const int> param_ids)>;
+using GradsReady = sdp::GradsReady;
 
-class LlamaModel {
+class LlamaModel final : public Model {
  public:
   explicit LlamaModel(const LlamaConfig& config, ModelLayout layout = {});
   // The components a layout cuts the model into, in model order (shared
@@ -39,20 +37,23 @@ class LlamaModel {
   LlamaModel& operator=(const LlamaModel&) = delete;
 
   const LlamaConfig& config() const { return config_; }
-  ParameterSet& params() { return params_; }
-  const ParameterSet& params() const { return params_; }
+  const std::string& name() const override { return config_.name; }
+  int64_t parameter_count() const override { return config_.parameter_count(); }
+  nlohmann::json config_json() const override { return config_.to_hf_json(); }
+  ParameterSet& params() override { return params_; }
+  const ParameterSet& params() const override { return params_; }
 
   // Allocates the parameters of the held storage groups (all when empty),
   // keeps gradients for the trained ones (default = held; see
   // ParameterSet::materialize), and the RoPE tables, on `alloc`, which also
   // serves every activation later.
   void materialize(Allocator& alloc, DType dtype, const std::vector<bool>& held_groups = {},
-                   const std::vector<bool>& trained_groups = {});
-  Allocator& allocator() const { return *alloc_; }
-  DType dtype() const { return dtype_; }
-  const ModelLayout& layout() const { return layout_; }
+                   const std::vector<bool>& trained_groups = {}) override;
+  Allocator& allocator() const override { return *alloc_; }
+  DType dtype() const override { return dtype_; }
+  const ModelLayout& layout() const override { return layout_; }
   // Components with their parameters and storage groups.
-  const std::vector<Component>& components() const { return components_; }
+  const std::vector<Component>& components() const override { return components_; }
   // Storage group of block b's component (block granularity).
   int block_group(int b) const;
 
@@ -61,8 +62,9 @@ class LlamaModel {
   // loss over valid targets (NaN on meta) and sets valid_targets().
   // With keep_for_backward = false (evaluation) each block's activations are
   // freed as soon as the next block has consumed them.
-  double forward(const Tensor& tokens, const Tensor& targets, bool keep_for_backward = true);
-  int64_t valid_targets() const { return valid_targets_; }
+  double forward(const Tensor& tokens, const Tensor& targets,
+                 bool keep_for_backward = true) override;
+  int64_t valid_targets() const override { return valid_targets_; }
   // Backward of the last forward. loss_scale multiplies each token's loss
   // (e.g. 1 / tokens in the global batch). Weight gradients of the trained
   // parameters accumulate into params().grad(); held but untrained ones
@@ -72,9 +74,9 @@ class LlamaModel {
   // trained parameter once its gradient is final, in the order backward
   // finishes them (head, then blocks from last to first, then embedding).
   void backward(double loss_scale, bool split_weight_grads = false,
-                const GradsReady& ready = {});
+                const GradsReady& ready = {}) override;
   // Deferred weight gradients of every block still holding them.
-  void backward_weight(const GradsReady& ready = {});
+  void backward_weight(const GradsReady& ready = {}) override;
   // Inference forward: logits [B, T, V]; saves nothing.
   void logits(const Tensor& tokens, Tensor& out);
 

@@ -11,9 +11,12 @@
 #include <mpi.h>
 
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "comm/communicator.h"
+#include "engine/core/allocator.h"
+#include "engine/core/counter_rng.h"
 #include "engine/core/tensor.h"
 
 namespace sdp::testing::mpi {
@@ -39,6 +42,17 @@ inline bool on_all_ranks(bool ok) {
   int mine = ok ? 1 : 0, all = 0;
   MPI_Allreduce(&mine, &all, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD);
   return all == 1;
+}
+
+// A hash of a host tensor's bytes (owners compare their copies).
+inline uint64_t bytes_hash(const Tensor& t) {
+  return stable_hash(std::string_view(static_cast<const char*>(t.raw()),
+                                      static_cast<size_t>(t.numel()) * dtype_size(t.dtype())));
+}
+
+// Bytes of `numel` elements of `dtype` as allocator `a` rounds them.
+inline size_t held_bytes(const Allocator& a, int64_t numel, DType dtype) {
+  return a.rounded(static_cast<size_t>(numel) * dtype_size(dtype));
 }
 
 // The message of the sdp::Error that fn() throws; "" when it throws none.

@@ -17,6 +17,7 @@
 #include "engine/core/counter_rng.h"
 #include "engine/parallel/owner_groups.h"
 #include "engine/train/trainer.h"
+#include "models/llama/llama_model.h"
 #include "kernels/ops.h"
 #include "test/mpi/mpi_test_support.h"
 
@@ -57,16 +58,6 @@ double max_abs_diff(const std::vector<double>& a, const std::vector<double>& b) 
   return m;
 }
 
-uint64_t bytes_hash(const Tensor& t) {
-  return stable_hash(std::string_view(static_cast<const char*>(t.raw()),
-                                      static_cast<size_t>(t.numel()) * dtype_size(t.dtype())));
-}
-
-// Bytes of `numel` elements of `dtype` as the CPU allocator rounds them.
-size_t held_bytes(const Allocator& a, int64_t numel, DType dtype) {
-  return a.rounded(static_cast<size_t>(numel) * dtype_size(dtype));
-}
-
 // Plain-MPI broadcast of rank 0's value (outside the counted communicators).
 std::string same_path_everywhere(const std::string& stem) {
   long long id = static_cast<long long>(::getpid());
@@ -87,7 +78,7 @@ TEST_CASE("DDP on N ranks equals one process on the same global batch", "[mpi][t
     const StepResult a = job.train_step(), b = reference.train_step();
     CHECK(a.loss == Approx(b.loss).epsilon(1e-12));
     CHECK(a.grad_norm == Approx(b.grad_norm).epsilon(1e-10));
-    CHECK(a.tokens == b.tokens);
+    CHECK(a.examples == b.examples);
   }
   const auto& p = job.model().params();
   const auto& q = reference.model().params();
@@ -236,7 +227,7 @@ TEST_CASE("backward masking yields the full-model gradient on a fixed batch", "[
     CAPTURE(strategy);
     TrainConfig c = job_config(strategy, 0.5);
     const llama::LlamaConfig mc = llama::LlamaConfig::named(c.model);
-    const SubnetLayout L = SubnetLayout::build(mc, StrategySpec::from_config(c), size(), rank());
+    const SubnetLayout L = SubnetLayout::build(c.model, StrategySpec::from_config(c), size(), rank());
     CpuAllocator a1, a2;
     llama::LlamaModel masked(mc, L.model_layout), full(mc, L.model_layout);
     masked.materialize(a1, DType::f64, L.held_mask(), L.trained_mask());

@@ -1,0 +1,91 @@
+#include "models/registry.h"
+
+#include <algorithm>
+
+#include "engine/core/error.h"
+#include "models/llama/llama_config.h"
+#include "models/llama/llama_model.h"
+#include "models/resnet/resnet_config.h"
+#include "models/resnet/resnet_model.h"
+
+namespace sdp {
+
+std::vector<std::string> model_names() {
+  std::vector<std::string> names = llama::LlamaConfig::names();
+  for (const auto& n : resnet::ResNetConfig::names()) names.push_back(n);
+  return names;
+}
+
+ModelFamily model_family(const std::string& name) {
+  const auto llama_names = llama::LlamaConfig::names();
+  if (std::find(llama_names.begin(), llama_names.end(), name) != llama_names.end())
+    return ModelFamily::llama;
+  if (resnet::ResNetConfig::is_name(name)) return ModelFamily::resnet;
+  std::string valid;
+  for (const auto& n : model_names()) valid += (valid.empty() ? "" : ", ") + n;
+  fail("unknown model '", name, "' (valid: ", valid, ")");
+}
+
+const char* model_family_name(ModelFamily family) {
+  return family == ModelFamily::llama ? "llama" : "resnet";
+}
+
+std::unique_ptr<Model> make_model(const std::string& name, const ModelLayout& layout,
+                                  const ModelDataFacts& facts) {
+  const ModelLayout full = with_default_groups(name, layout);
+  if (model_family(name) == ModelFamily::llama)
+    return std::make_unique<llama::LlamaModel>(llama::LlamaConfig::named(name), full);
+  const int64_t classes = facts.num_classes > 0 ? facts.num_classes : 10;
+  return std::make_unique<resnet::ResNetModel>(resnet::ResNetConfig::named(name, classes), full);
+}
+
+namespace {
+int largest_divisor_up_to(int limit, const std::vector<int64_t>& sizes) {
+  for (int g = limit; g > 1; --g) {
+    bool divides = true;
+    for (int64_t s : sizes) divides &= s % g == 0;
+    if (divides) return g;
+  }
+  return 1;
+}
+}  // namespace
+
+ModelLayout with_default_groups(const std::string& name, ModelLayout layout) {
+  if (model_family(name) == ModelFamily::llama) {
+    const auto c = llama::LlamaConfig::named(name);
+    if (layout.ffn_groups <= 0) layout.ffn_groups = largest_divisor_up_to(4, {c.ffn_dim});
+    if (layout.head_groups <= 0) layout.head_groups = largest_divisor_up_to(4, {c.n_kv_heads});
+  } else {
+    const auto c = resnet::ResNetConfig::named(name);
+    if (layout.channel_groups <= 0)
+      layout.channel_groups =
+          largest_divisor_up_to(8, {c.widths[0], c.widths[1], c.widths[2], c.widths[3]});
+  }
+  return layout;
+}
+
+std::string describe_model_config(const nlohmann::json& config) {
+  const int64_t classes = config.is_object() ? config.value("num_classes", int64_t{10}) : 10;
+  for (const std::string& name : model_names()) {
+    const auto model = make_model(name, {}, {classes});
+    if (model->config_json() == config)
+      return format(name, " (", model->parameter_count(), " parameters)");
+  }
+  return format("of type '", config.is_object() ? config.value("model_type", std::string("?")) : "?",
+                "' that matches no named model");
+}
+
+std::string model_summary(const std::string& name) {
+  if (model_family(name) == ModelFamily::llama) {
+    const auto c = llama::LlamaConfig::named(name);
+    return format("LLaMA, ", c.n_layers, " blocks, dim ", c.dim, ", ", c.n_heads, " heads (",
+                  c.n_kv_heads, " KV), FFN ", c.ffn_dim, ", vocab ", c.vocab, ", ",
+                  c.parameter_count() / 1e6, "M parameters");
+  }
+  const auto c = resnet::ResNetConfig::named(name);
+  return format("CIFAR ResNet, ", c.block_count(), " basic blocks, widths ", c.widths[0], "-",
+                c.widths[1], "-", c.widths[2], "-", c.widths[3], ", ",
+                c.parameter_count() / 1e6, "M parameters at 10 classes");
+}
+
+}  // namespace sdp

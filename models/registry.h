@@ -1,0 +1,45 @@
+#pragma once
+// Models by name, across families: the LLaMA language models
+// (llama_config.h) and the CIFAR ResNets (resnet_config.h). The trainer,
+// the strategies and the apps build models only through here.
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "models/common/component.h"
+#include "models/common/model.h"
+
+namespace sdp {
+
+enum class ModelFamily { llama, resnet };
+
+// What the data tells a model that its name does not: the classes of an
+// image data set (0 = the model's default).
+struct ModelDataFacts {
+  int64_t num_classes = 0;
+};
+
+// Every valid name, LLaMA first.
+std::vector<std::string> model_names();
+// Throws sdp::Error listing the valid names for an unknown one.
+ModelFamily model_family(const std::string& name);
+const char* model_family_name(ModelFamily family);
+
+// The model's declarations (parameters, components, storage groups) under
+// `layout`; nothing is allocated until materialize().
+std::unique_ptr<Model> make_model(const std::string& name, const ModelLayout& layout = {},
+                                  const ModelDataFacts& facts = {});
+
+// Neuron-level group counts the model supports by default: for every count
+// the layout leaves at 0, the largest value up to 4 (LLaMA FFN units, KV
+// heads) or 8 (ResNet inner channels) that divides what is split.
+ModelLayout with_default_groups(const std::string& name, ModelLayout layout);
+
+// Which named model a checkpoint's config.json describes ("tiny (0.1M
+// parameters)"), or its model_type when it matches none.
+std::string describe_model_config(const nlohmann::json& config);
+
+// A one-line description of a named model for --help.
+std::string model_summary(const std::string& name);
+
+}  // namespace sdp

@@ -1,0 +1,265 @@
+#include "models/resnet/basic_block.h"
+
+#include <utility>
+
+namespace sdp::resnet {
+
+namespace {
+constexpr MemCategory kSaved = MemCategory::activation;
+
+bool trained_id(const ParameterSet& p, int id) { return id >= 0 && p.is_trained(id); }
+}  // namespace
+
+// ---- shared layer helpers -----------------------------------------------------
+
+namespace layers {
+
+Shape conv_output_shape(const Shape& x, const Shape& w, const Conv2dGeometry& g) {
+  return {x[0], w[0], g.out_size(x[2]), g.out_size(x[3])};
+}
+
+namespace {
+// The convolution's scratch, for the device the allocator stands for (a
+// meta dry run counts the CUDA workspace), freed when the call returns.
+OwnedTensor conv_workspace(const Tensor& x, const Tensor& w, const Conv2dGeometry& g,
+                           Allocator& alloc) {
+  const int64_t n =
+      ops::conv2d_workspace_elems(x.shape(), w.shape(), g, x.dtype(), alloc.target_device());
+  return OwnedTensor(alloc, {n}, x.dtype(), MemCategory::workspace);  // [n]
+}
+}  // namespace
+
+void conv_forward(const Tensor& x, const Tensor& w, const Conv2dGeometry& g, Tensor& y,
+                  Allocator& alloc, bool accumulate) {
+  OwnedTensor ws = conv_workspace(x, w, g, alloc);
+  ops::conv2d_forward(x, w, g, y, *ws, accumulate);
+}
+
+void conv_backward_input(const Tensor& dy, const Tensor& w, const Conv2dGeometry& g, Tensor& dx,
+                         Allocator& alloc, bool accumulate) {
+  OwnedTensor ws = conv_workspace(dx, w, g, alloc);
+  ops::conv2d_backward_input(dy, w, g, dx, *ws, accumulate);
+}
+
+void conv_backward_weight(const Tensor& dy, const Tensor& x, const Conv2dGeometry& g, Tensor& dw,
+                          Allocator& alloc) {
+  // The workspace follows the activations' dtype (x), not dw's accum dtype.
+  const Shape w_shape = dw.shape();
+  const int64_t n = ops::conv2d_workspace_elems(x.shape(), w_shape, g, x.dtype(),
+                                                alloc.target_device());
+  OwnedTensor ws(alloc, {n}, x.dtype(), MemCategory::workspace);  // [n]
+  ops::conv2d_backward_weight(dy, x, g, dw, *ws);
+}
+
+void batchnorm(const ParameterSet& p, const BatchNormParams& bn, const BatchNormSettings& s,
+               const Tensor& x, Tensor& y, bool train, Tensor* mean, Tensor* invstd) {
+  if (train) {
+    Tensor running_mean = p.param(bn.running_mean), running_var = p.param(bn.running_var);
+    ops::batchnorm_forward_train(x, p.param(bn.weight), p.param(bn.bias), s.eps, s.momentum, y,
+                                 *mean, *invstd, running_mean, running_var);
+  } else {
+    ops::batchnorm_forward_eval(x, p.param(bn.weight), p.param(bn.bias), p.param(bn.running_mean),
+                                p.param(bn.running_var), s.eps, y);
+  }
+}
+
+}  // namespace layers
+
+// ---- the block ------------------------------------------------------------------
+
+std::vector<int> BasicBlockParams::trainable() const {
+  std::vector<int> ids;
+  for (const ChannelGroupParams& g : groups)
+    for (int id : {g.conv1, g.bn1.weight, g.bn1.bias, g.conv2}) ids.push_back(id);
+  for (int id : {bn2.weight, bn2.bias, shortcut_conv, shortcut_bn.weight, shortcut_bn.bias})
+    if (id >= 0) ids.push_back(id);
+  return ids;
+}
+
+BasicBlock::BasicBlock(const BasicBlockShape& shape, const BatchNormSettings& bn,
+                       ParameterSet& params, int index, BasicBlockParams ids)
+    : shape_(shape), bn_(bn), params_(params), index_(index), ids_(std::move(ids)) {
+  SDP_CHECK(!ids_.groups.empty(), "block ", index, " declares no channel groups");
+  SDP_CHECK(ids_.shortcut_conv >= 0 ||
+                (shape_.stride == 1 && shape_.in_channels == shape_.out_channels),
+            "block ", index, " changes its shape without a projection shortcut");
+}
+
+bool BasicBlock::branch_active() const {
+  for (const ChannelGroupParams& g : ids_.groups)
+    if (params_.is_materialized(g.conv1)) return true;
+  return false;
+}
+
+bool BasicBlock::trained() const {
+  for (const ChannelGroupParams& g : ids_.groups)
+    if (params_.is_trained(g.conv1)) return true;
+  return params_.is_trained(ids_.bn2.weight) || trained_id(params_, ids_.shortcut_conv);
+}
+
+OwnedTensor BasicBlock::forward(const Tensor& x, bool train, Allocator& alloc) {
+  SDP_CHECK(x.ndim() == 4 && x.size(1) == shape_.in_channels, "block ", index_, ": input ",
+            x.describe(), " must be [B, ", shape_.in_channels, ", H, W]");
+  const int64_t B = x.size(0), Cout = shape_.out_channels;
+  const int64_t Ho = conv1_geometry().out_size(x.size(2)), Wo = conv1_geometry().out_size(x.size(3));
+  const DType dt = x.dtype(), st = accum_dtype(dt);
+  Saved sv;
+  sv.x = x;
+  OwnedTensor y(alloc, {B, Cout, Ho, Wo}, dt, kSaved);  // [B, Cout, Ho, Wo]
+
+  const bool branch = branch_active();
+  if (branch) {
+    sv.o = OwnedTensor(alloc, {B, Cout, Ho, Wo}, dt, kSaved);  // sum of the groups' conv2
+    bool first = true;
+    for (size_t i = 0; i < ids_.groups.size(); ++i) {
+      const ChannelGroupParams& g = ids_.groups[i];
+      if (!params_.is_materialized(g.conv1)) continue;
+      const Tensor w1 = params_.param(g.conv1);  // [c, Cin, 3, 3]
+      const int64_t c = w1.size(0);
+      GroupSaved gs;
+      gs.group = static_cast<int>(i);
+      gs.a = OwnedTensor(alloc, {B, c, Ho, Wo}, dt, kSaved);
+      layers::conv_forward(x, w1, conv1_geometry(), *gs.a, alloc);
+      gs.z = OwnedTensor(alloc, {B, c, Ho, Wo}, dt, kSaved);
+      if (train) {
+        gs.mean = OwnedTensor(alloc, {c}, st, kSaved);
+        gs.invstd = OwnedTensor(alloc, {c}, st, kSaved);
+      }
+      layers::batchnorm(params_, g.bn1, bn_, *gs.a, *gs.z, train, &*gs.mean, &*gs.invstd);
+      ops::relu_forward(*gs.z, *gs.z);
+      if (!train) gs.a = OwnedTensor();
+      layers::conv_forward(*gs.z, params_.param(g.conv2), conv2_geometry(), *sv.o, alloc,
+                           /*accumulate=*/!first);
+      first = false;
+      if (train) sv.groups.push_back(std::move(gs));
+    }
+    if (train) {
+      sv.o_mean = OwnedTensor(alloc, {Cout}, st, kSaved);
+      sv.o_invstd = OwnedTensor(alloc, {Cout}, st, kSaved);
+    }
+    layers::batchnorm(params_, ids_.bn2, bn_, *sv.o, *y, train, &*sv.o_mean, &*sv.o_invstd);
+    if (!train) sv.o = OwnedTensor();
+  }
+
+  if (ids_.shortcut_conv >= 0) {
+    sv.s = OwnedTensor(alloc, {B, Cout, Ho, Wo}, dt, kSaved);
+    layers::conv_forward(x, params_.param(ids_.shortcut_conv), shortcut_geometry(), *sv.s, alloc);
+    if (train) {
+      sv.s_mean = OwnedTensor(alloc, {Cout}, st, kSaved);
+      sv.s_invstd = OwnedTensor(alloc, {Cout}, st, kSaved);
+    }
+    if (branch) {
+      OwnedTensor sb(alloc, {B, Cout, Ho, Wo}, dt, MemCategory::workspace);  // bn_s(s)
+      layers::batchnorm(params_, ids_.shortcut_bn, bn_, *sv.s, *sb, train, &*sv.s_mean,
+                        &*sv.s_invstd);
+      ops::accumulate(*y, *sb);
+    } else {
+      layers::batchnorm(params_, ids_.shortcut_bn, bn_, *sv.s, *y, train, &*sv.s_mean,
+                        &*sv.s_invstd);
+    }
+    if (!train) sv.s = OwnedTensor();
+  } else {
+    SDP_CHECK(branch, "block ", index_, ": an identity block without a branch is skipped by the model");
+    ops::accumulate(*y, x);
+  }
+  ops::relu_forward(*y, *y);
+  sv.y = *y;
+  if (train) saved_ = std::move(sv);
+  return y;
+}
+
+OwnedTensor BasicBlock::backward_input(OwnedTensor dy, bool keep_for_weights, Allocator& alloc) {
+  SDP_CHECK(saved_, "block ", index_, ": backward_input() without a training forward()");
+  Saved& sv = *saved_;
+  const DType dt = dy->dtype();
+  const Shape out_shape = dy->shape();  // [B, Cout, Ho, Wo]
+  Kept kept;
+  const ParameterSet& p = params_;
+  auto bn_weight_grads = [&](const BatchNormParams& bn, const Tensor& d, const Tensor& in,
+                             const OwnedTensor& mean, const OwnedTensor& invstd) {
+    if (!trained_id(p, bn.weight)) return;
+    Tensor dw = p.grad(bn.weight), db = p.grad(bn.bias);
+    ops::batchnorm_backward_weight(d, in, *mean, *invstd, dw, db);
+  };
+
+  // Through the output ReLU, in place: dy becomes the gradient of the sum.
+  ops::relu_backward_input(*dy, sv.y, *dy);
+  const bool branch = static_cast<bool>(sv.o);
+  if (branch) {
+    kept.d_o = OwnedTensor(alloc, out_shape, dt, kSaved);  // [B, Cout, Ho, Wo]
+    ops::batchnorm_backward_input(*dy, *sv.o, p.param(ids_.bn2.weight), *sv.o_mean, *sv.o_invstd,
+                                  *kept.d_o);
+    bn_weight_grads(ids_.bn2, *dy, *sv.o, sv.o_mean, sv.o_invstd);
+    sv.o = OwnedTensor();
+  }
+  OwnedTensor dx;  // [B, Cin, H, W]
+  if (ids_.shortcut_conv >= 0) {
+    kept.ds = OwnedTensor(alloc, out_shape, dt, kSaved);
+    ops::batchnorm_backward_input(*dy, *sv.s, p.param(ids_.shortcut_bn.weight), *sv.s_mean,
+                                  *sv.s_invstd, *kept.ds);
+    bn_weight_grads(ids_.shortcut_bn, *dy, *sv.s, sv.s_mean, sv.s_invstd);
+    sv.s = OwnedTensor();
+    dy = OwnedTensor();
+    dx = OwnedTensor(alloc, sv.x.shape(), dt, kSaved);
+    layers::conv_backward_input(*kept.ds, p.param(ids_.shortcut_conv), shortcut_geometry(), *dx,
+                                alloc);
+    if (!keep_for_weights || !trained_id(p, ids_.shortcut_conv)) kept.ds = OwnedTensor();
+  } else {
+    dx = std::move(dy);  // the identity shortcut passes the gradient on
+  }
+
+  for (GroupSaved& gs : sv.groups) {
+    const ChannelGroupParams& g = ids_.groups[static_cast<size_t>(gs.group)];
+    const Shape inner = gs.a->shape();  // [B, c, Ho, Wo]
+    OwnedTensor d(alloc, inner, dt, kSaved);
+    layers::conv_backward_input(*kept.d_o, p.param(g.conv2), conv2_geometry(), *d, alloc);
+    ops::relu_backward_input(*d, *gs.z, *d);
+    bn_weight_grads(g.bn1, *d, *gs.a, gs.mean, gs.invstd);
+    ops::batchnorm_backward_input(*d, *gs.a, p.param(g.bn1.weight), *gs.mean, *gs.invstd, *d);
+    gs.a = OwnedTensor();
+    layers::conv_backward_input(*d, p.param(g.conv1), conv1_geometry(), *dx, alloc,
+                                /*accumulate=*/true);
+    const bool keep = keep_for_weights && p.is_trained(g.conv1);
+    kept.da.push_back(keep ? std::move(d) : OwnedTensor());
+    if (!keep) gs.z = OwnedTensor();
+  }
+  bool conv2_trained = false;
+  for (const GroupSaved& gs : sv.groups)
+    conv2_trained |= p.is_trained(ids_.groups[static_cast<size_t>(gs.group)].conv2);
+  if (!keep_for_weights || !conv2_trained) kept.d_o = OwnedTensor();
+  if (keep_for_weights) {
+    kept_ = std::move(kept);
+  } else {
+    release();
+  }
+  return dx;
+}
+
+void BasicBlock::backward_weight(Allocator& alloc) {
+  SDP_CHECK(saved_ && kept_, "block ", index_, ": backward_weight() without backward_input()");
+  Saved& sv = *saved_;
+  Kept& k = *kept_;
+  for (size_t i = 0; i < sv.groups.size(); ++i) {
+    GroupSaved& gs = sv.groups[i];
+    const ChannelGroupParams& g = ids_.groups[static_cast<size_t>(gs.group)];
+    if (!params_.is_trained(g.conv1)) continue;
+    Tensor dw2 = params_.grad(g.conv2);
+    layers::conv_backward_weight(*k.d_o, *gs.z, conv2_geometry(), dw2, alloc);
+    gs.z = OwnedTensor();
+    Tensor dw1 = params_.grad(g.conv1);
+    layers::conv_backward_weight(*k.da[i], sv.x, conv1_geometry(), dw1, alloc);
+    k.da[i] = OwnedTensor();
+  }
+  if (k.ds) {
+    Tensor dws = params_.grad(ids_.shortcut_conv);
+    layers::conv_backward_weight(*k.ds, sv.x, shortcut_geometry(), dws, alloc);
+  }
+  release();
+}
+
+void BasicBlock::release() {
+  saved_.reset();
+  kept_.reset();
+}
+
+}  // namespace sdp::resnet

@@ -1,0 +1,381 @@
+#include "models/resnet/resnet_model.h"
+
+#include <cmath>
+#include <limits>
+#include <string>
+
+#include "kernels/ops.h"
+
+namespace sdp::resnet {
+
+namespace {
+constexpr MemCategory kSaved = MemCategory::activation;
+
+struct BlockSite {
+  std::string prefix;  // "layer2.0."
+  BasicBlockShape shape;
+};
+
+// Every basic block in model order, with its torchvision name and shape.
+std::vector<BlockSite> block_sites(const ResNetConfig& c) {
+  std::vector<BlockSite> out;
+  int64_t in = c.widths[0];
+  for (int s = 0; s < 4; ++s) {
+    const int64_t w = c.widths[static_cast<size_t>(s)];
+    for (int64_t i = 0; i < c.blocks[static_cast<size_t>(s)]; ++i) {
+      BlockSite site;
+      site.prefix = "layer" + std::to_string(s + 1) + "." + std::to_string(i) + ".";
+      site.shape = {in, w, i == 0 ? c.stage_stride(s) : 1};
+      out.push_back(site);
+      in = w;
+    }
+  }
+  return out;
+}
+
+bool needs_projection(const BasicBlockShape& s) {
+  return s.stride != 1 || s.in_channels != s.out_channels;
+}
+
+// Kaiming normal with fan_out (He et al.; torchvision's ResNet init).
+double conv_std(int64_t out_channels, int64_t kernel) {
+  return std::sqrt(2.0 / static_cast<double>(out_channels * kernel * kernel));
+}
+}  // namespace
+
+std::vector<Component> ResNetModel::component_specs(const ResNetConfig& config,
+                                                    const ModelLayout& layout) {
+  config.validate();
+  std::vector<Component> out;
+  out.push_back({"shared", ComponentKind::shared, -1, 0, {}, 0, -1});
+  const auto sites = block_sites(config);
+  const int L = static_cast<int>(sites.size());
+  if (layout.granularity == Granularity::block) {
+    for (int b = 0; b < L; ++b)
+      out.push_back({"block." + std::to_string(b), ComponentKind::block, b, 0, {}, 0, -1});
+    return out;
+  }
+  const int G = layout.channel_groups;
+  for (const BlockSite& s : sites)
+    if (G < 1 || s.shape.out_channels % G != 0)
+      fail("channel_groups = ", G, " must divide every basic block's width; block ",
+           s.prefix.substr(0, s.prefix.size() - 1), " of model ", config.name, " has ",
+           s.shape.out_channels, " channels");
+  // Group-major, as for LLaMA: a cyclic plan's contiguous windows then give
+  // every rank the same share of every block.
+  for (int g = 0; g < G; ++g)
+    for (int b = 0; b < L; ++b)
+      out.push_back({"block." + std::to_string(b) + ".channels." + std::to_string(g),
+                     ComponentKind::channel_group, b, g, {}, 0, -1});
+  return out;
+}
+
+ResNetModel::ResNetModel(const ResNetConfig& config, ModelLayout layout)
+    : config_(config), layout_(std::move(layout)) {
+  components_ = component_specs(config_, layout_);
+  if (layout_.component_group.empty()) {
+    SDP_CHECK(layout_.group_names.empty(), "layout: group names given without a component map");
+    for (size_t c = 0; c < components_.size(); ++c) {
+      layout_.component_group.push_back(static_cast<int>(c));
+      layout_.group_names.push_back(components_[c].name);
+    }
+  }
+  SDP_CHECK(layout_.component_group.size() == components_.size(), "layout maps ",
+            layout_.component_group.size(), " components, the model has ", components_.size());
+  for (const std::string& name : layout_.group_names) params_.add_group(name);
+  for (size_t c = 0; c < components_.size(); ++c) {
+    const int g = layout_.component_group[c];
+    SDP_CHECK(g >= 0 && g < params_.group_count(), "layout: component ", components_[c].name,
+              " is placed in group ", g, " of ", params_.group_count());
+    components_[c].group = g;
+  }
+  declare_parameters();
+  for (Component& comp : components_)
+    for (int id : comp.params)
+      if (!params_.decl(id).buffer) comp.numel += params_.decl(id).shape.numel();
+}
+
+BatchNormParams ResNetModel::declare_bn(const std::string& prefix, int64_t channels, int group) {
+  BatchNormParams bn;
+  bn.weight = params_.declare(prefix + "weight", {channels}, group, InitKind::ones);
+  bn.bias = params_.declare(prefix + "bias", {channels}, group, InitKind::zeros);
+  bn.running_mean = params_.declare_buffer(prefix + "running_mean", {channels}, group, InitKind::zeros);
+  bn.running_var = params_.declare_buffer(prefix + "running_var", {channels}, group, InitKind::ones);
+  return bn;
+}
+
+void ResNetModel::declare_parameters() {
+  const ResNetConfig& c = config_;
+  const auto sites = block_sites(c);
+  const bool neuron = layout_.granularity == Granularity::neuron;
+  const int G = neuron ? layout_.channel_groups : 1;
+  std::vector<BasicBlockParams> blocks(sites.size());
+  for (BasicBlockParams& b : blocks) b.groups.resize(static_cast<size_t>(G));
+  const int64_t last = c.widths[3];
+
+  for (Component& comp : components_) {
+    const int g = comp.group;
+    auto collect = [&](std::initializer_list<int> ids) {
+      for (int id : ids) comp.params.push_back(id);
+    };
+    auto collect_bn = [&](const BatchNormParams& bn) {
+      collect({bn.weight, bn.bias, bn.running_mean, bn.running_var});
+    };
+    switch (comp.kind) {
+      case ComponentKind::shared: {
+        stem_conv_ = params_.declare("conv1.weight", {c.widths[0], c.in_channels, 3, 3}, g,
+                                     InitKind::normal, conv_std(c.widths[0], 3));
+        collect({stem_conv_});
+        stem_bn_ = declare_bn("bn1.", c.widths[0], g);
+        collect_bn(stem_bn_);
+        for (size_t b = 0; b < sites.size(); ++b) {
+          const BlockSite& s = sites[b];
+          if (!needs_projection(s.shape)) continue;
+          const int64_t out = s.shape.out_channels;
+          blocks[b].shortcut_conv =
+              params_.declare(s.prefix + "downsample.0.weight", {out, s.shape.in_channels, 1, 1},
+                              g, InitKind::normal, conv_std(out, 1));
+          collect({blocks[b].shortcut_conv});
+          blocks[b].shortcut_bn = declare_bn(s.prefix + "downsample.1.", out, g);
+          collect_bn(blocks[b].shortcut_bn);
+        }
+        // PyTorch's Linear draws U(-1/sqrt(in), 1/sqrt(in)); a normal of the
+        // same variance.
+        fc_weight_ = params_.declare("fc.weight", {c.num_classes, last}, g, InitKind::normal,
+                                     1.0 / std::sqrt(3.0 * static_cast<double>(last)));
+        fc_bias_ = params_.declare("fc.bias", {c.num_classes}, g, InitKind::zeros);
+        collect({fc_weight_, fc_bias_});
+        if (!neuron) break;
+        // bn2 normalizes the sum of every channel group's contribution.
+        for (size_t b = 0; b < sites.size(); ++b) {
+          blocks[b].bn2 = declare_bn(sites[b].prefix + "bn2.", sites[b].shape.out_channels, g);
+          collect_bn(blocks[b].bn2);
+        }
+        break;
+      }
+      case ComponentKind::block: {
+        const BlockSite& s = sites[static_cast<size_t>(comp.block)];
+        BasicBlockParams& bp = blocks[static_cast<size_t>(comp.block)];
+        const int64_t in = s.shape.in_channels, out = s.shape.out_channels;
+        ChannelGroupParams& cg = bp.groups[0];
+        cg.conv1 = params_.declare(s.prefix + "conv1.weight", {out, in, 3, 3}, g, InitKind::normal,
+                                   conv_std(out, 3));
+        collect({cg.conv1});
+        cg.bn1 = declare_bn(s.prefix + "bn1.", out, g);
+        collect_bn(cg.bn1);
+        cg.conv2 = params_.declare(s.prefix + "conv2.weight", {out, out, 3, 3}, g,
+                                   InitKind::normal, conv_std(out, 3));
+        collect({cg.conv2});
+        bp.bn2 = declare_bn(s.prefix + "bn2.", out, g);
+        collect_bn(bp.bn2);
+        break;
+      }
+      case ComponentKind::channel_group: {
+        const BlockSite& s = sites[static_cast<size_t>(comp.block)];
+        const int64_t in = s.shape.in_channels, out = s.shape.out_channels;
+        const int64_t width = out / G, start = comp.index * width;
+        const std::string label = "channels." + std::to_string(comp.index);
+        ChannelGroupParams& cg =
+            blocks[static_cast<size_t>(comp.block)].groups[static_cast<size_t>(comp.index)];
+        cg.conv1 = params_.declare_piece(s.prefix + "conv1.weight", {out, in, 3, 3}, 0, start,
+                                         width, label, g, InitKind::normal, conv_std(out, 3));
+        const std::string bn1 = s.prefix + "bn1.";
+        cg.bn1.weight = params_.declare_piece(bn1 + "weight", {out}, 0, start, width, label, g,
+                                              InitKind::ones);
+        cg.bn1.bias = params_.declare_piece(bn1 + "bias", {out}, 0, start, width, label, g,
+                                            InitKind::zeros);
+        cg.bn1.running_mean = params_.declare_buffer_piece(bn1 + "running_mean", {out}, 0, start,
+                                                           width, label, g, InitKind::zeros);
+        cg.bn1.running_var = params_.declare_buffer_piece(bn1 + "running_var", {out}, 0, start,
+                                                          width, label, g, InitKind::ones);
+        cg.conv2 = params_.declare_piece(s.prefix + "conv2.weight", {out, out, 3, 3}, 1, start,
+                                         width, label, g, InitKind::normal, conv_std(out, 3));
+        collect({cg.conv1, cg.conv2});
+        collect_bn(cg.bn1);
+        break;
+      }
+      default:
+        fail("component ", comp.name, " of kind ", component_kind_name(comp.kind),
+             " does not belong to a ResNet");
+    }
+  }
+  const BatchNormSettings bn{c.bn_eps, c.bn_momentum};
+  for (size_t b = 0; b < sites.size(); ++b)
+    blocks_.push_back(std::make_unique<BasicBlock>(sites[b].shape, bn, params_,
+                                                   static_cast<int>(b), std::move(blocks[b])));
+}
+
+void ResNetModel::materialize(Allocator& alloc, DType dtype, const std::vector<bool>& held,
+                              const std::vector<bool>& trained) {
+  alloc_ = &alloc;
+  dtype_ = dtype;
+  params_.materialize(alloc, dtype, held, trained);
+}
+
+bool ResNetModel::block_runs(size_t b) const {
+  return blocks_[b]->branch_active() || blocks_[b]->ids().shortcut_conv >= 0;
+}
+
+Tensor ResNetModel::run_trunk(const Tensor& images, bool train) {
+  Allocator& alloc = *alloc_;
+  const int64_t B = images.size(0), H = images.size(2), W = images.size(3);
+  const int64_t C0 = config_.widths[0];
+  const DType st = accum_dtype(dtype_);
+  const BatchNormSettings bn{config_.bn_eps, config_.bn_momentum};
+  stream_.clear();
+  ran_.clear();
+
+  StemSaved stem;
+  stem.images = images;
+  stem.a = OwnedTensor(alloc, {B, C0, H, W}, dtype_, kSaved);  // stem conv output
+  layers::conv_forward(images, params_.param(stem_conv_), {3, 1, 1}, *stem.a, alloc);
+  OwnedTensor h(alloc, {B, C0, H, W}, dtype_, kSaved);  // relu(bn(a)): stream_[0]
+  if (train) {
+    stem.mean = OwnedTensor(alloc, {C0}, st, kSaved);
+    stem.invstd = OwnedTensor(alloc, {C0}, st, kSaved);
+  }
+  layers::batchnorm(params_, stem_bn_, bn, *stem.a, *h, train, &*stem.mean, &*stem.invstd);
+  ops::relu_forward(*h, *h);
+  if (train) stem_ = std::move(stem);
+  stream_.push_back(std::move(h));
+
+  for (size_t b = 0; b < blocks_.size(); ++b) {
+    if (!block_runs(b)) continue;  // the residual stream passes an absent identity block
+    OwnedTensor y = blocks_[b]->forward(*stream_.back(), train, alloc);
+    if (!train) stream_.clear();  // evaluation keeps only the newest stage
+    stream_.push_back(std::move(y));
+    ran_.push_back(b);
+  }
+  return *stream_.back();
+}
+
+double ResNetModel::forward(const Tensor& images, const Tensor& labels, bool keep_for_backward) {
+  SDP_CHECK(alloc_, "materialize() the model before forward()");
+  if (images.ndim() != 4 || images.size(1) != config_.in_channels)
+    fail("forward: images must be [batch, ", config_.in_channels, ", height, width], got ",
+         images.describe());
+  expect_dtype(images, dtype_, "forward", "images");
+  expect_shape(labels, {images.size(0)}, "forward", "labels");
+  expect_dtype(labels, DType::i32, "forward", "labels");
+  const int64_t B = images.size(0), C = config_.widths[3], K = config_.num_classes;
+  const DType st = accum_dtype(dtype_);
+  stem_.reset();
+  head_.reset();
+
+  const Tensor last = run_trunk(images, keep_for_backward);  // [B, C, h, w]
+  HeadSaved hs;
+  hs.labels = labels;
+  hs.pooled = OwnedTensor(*alloc_, {B, C}, dtype_, kSaved);
+  ops::global_avg_pool_forward(last, *hs.pooled);
+  hs.logits = OwnedTensor(*alloc_, {B, K}, dtype_, kSaved);
+  ops::linear_forward(*hs.pooled, params_.param(fc_weight_), *hs.logits);
+  ops::bias_add_forward(*hs.logits, params_.param(fc_bias_));
+  hs.lse = OwnedTensor(*alloc_, {B}, st, kSaved);
+  OwnedTensor losses(*alloc_, {B}, st, MemCategory::workspace);  // [B]
+  ops::cross_entropy_forward(*hs.logits, labels, *losses, *hs.lse);
+
+  double total = 0;
+  if (images.device() == Device::meta) {
+    total = std::numeric_limits<double>::quiet_NaN();
+    valid_targets_ = B;
+  } else {
+    valid_targets_ = ops::count_nonnegative(labels);
+    total = ops::sum(*losses);
+  }
+  if (keep_for_backward) {
+    head_ = std::move(hs);
+  } else {
+    stream_.clear();
+    ran_.clear();
+  }
+  return total;
+}
+
+void ResNetModel::report(const std::vector<int>& ids, const GradsReady& ready) const {
+  if (!ready) return;
+  std::vector<int> trained;
+  for (int id : ids)
+    if (id >= 0 && params_.is_trained(id)) trained.push_back(id);
+  if (!trained.empty()) ready(trained);
+}
+
+void ResNetModel::backward(double loss_scale, bool split_weight_grads, const GradsReady& ready) {
+  SDP_CHECK(head_ && stem_, "backward() without a preceding training forward()");
+  SDP_CHECK(params_.has_grads(), "backward() needs allocated gradients (allocate_grads())");
+  Allocator& alloc = *alloc_;
+  HeadSaved& h = *head_;
+
+  // The logits' storage becomes their gradient.
+  ops::cross_entropy_backward_input(*h.logits, h.labels, *h.lse, loss_scale, *h.logits);
+  OwnedTensor dpooled(alloc, h.pooled->shape(), dtype_, kSaved);  // [B, C]
+  ops::linear_backward_input(*h.logits, params_.param(fc_weight_), *dpooled);
+  if (params_.is_trained(fc_weight_)) {
+    Tensor dw = params_.grad(fc_weight_), db = params_.grad(fc_bias_);
+    ops::linear_backward_weight(*h.logits, *h.pooled, dw);
+    ops::bias_backward_weight(*h.logits, db);
+  }
+  report({fc_weight_, fc_bias_}, ready);
+  head_.reset();
+  OwnedTensor dh(alloc, stream_.back()->shape(), dtype_, kSaved);  // [B, C, h, w]
+  ops::global_avg_pool_backward_input(*dpooled, *dh);
+  dpooled = OwnedTensor();
+
+  for (size_t r = ran_.size(); r-- > 0;) {
+    BasicBlock& block = *blocks_[ran_[r]];
+    const bool trained = block.trained();
+    dh = block.backward_input(std::move(dh), trained, alloc);
+    if (trained && !split_weight_grads) {
+      block.backward_weight(alloc);
+      report(block.ids().trainable(), ready);
+    }
+    // Block r's output has served its own backward and the next block's.
+    if (!split_weight_grads) stream_[r + 1] = OwnedTensor();
+  }
+
+  // The stem: no gradient for the images, only its weights'.
+  StemSaved& stem = *stem_;
+  ops::relu_backward_input(*dh, *stream_[0], *dh);
+  if (params_.is_trained(stem_bn_.weight)) {
+    Tensor dw = params_.grad(stem_bn_.weight), db = params_.grad(stem_bn_.bias);
+    ops::batchnorm_backward_weight(*dh, *stem.a, *stem.mean, *stem.invstd, dw, db);
+  }
+  if (params_.is_trained(stem_conv_)) {
+    ops::batchnorm_backward_input(*dh, *stem.a, params_.param(stem_bn_.weight), *stem.mean,
+                                  *stem.invstd, *dh);
+    Tensor dw = params_.grad(stem_conv_);
+    layers::conv_backward_weight(*dh, stem.images, {3, 1, 1}, dw, alloc);
+  }
+  report({stem_conv_, stem_bn_.weight, stem_bn_.bias}, ready);
+  stem_.reset();
+  dh = OwnedTensor();
+  if (!split_weight_grads) {
+    stream_.clear();
+    ran_.clear();
+  }
+}
+
+void ResNetModel::backward_weight(const GradsReady& ready) {
+  for (size_t r = ran_.size(); r-- > 0;) {
+    BasicBlock& block = *blocks_[ran_[r]];
+    if (!block.trained()) continue;
+    block.backward_weight(*alloc_);
+    report(block.ids().trainable(), ready);
+  }
+  stream_.clear();
+  ran_.clear();
+}
+
+void ResNetModel::logits(const Tensor& images, Tensor& out) {
+  SDP_CHECK(alloc_, "materialize() the model before logits()");
+  const int64_t B = images.size(0), C = config_.widths[3], K = config_.num_classes;
+  expect_shape(out, {B, K}, "logits", "out");
+  const Tensor last = run_trunk(images, false);
+  OwnedTensor pooled(*alloc_, {B, C}, dtype_, MemCategory::workspace);  // [B, C]
+  ops::global_avg_pool_forward(last, *pooled);
+  ops::linear_forward(*pooled, params_.param(fc_weight_), out);
+  ops::bias_add_forward(out, params_.param(fc_bias_));
+  stream_.clear();
+  ran_.clear();
+}
+
+}  // namespace sdp::resnet

@@ -1,0 +1,155 @@
+// Distributed training of the CIFAR ResNet-18 (on small synthetic images, so
+// that four ranks share two cores): every strategy allocates exactly what
+// its plan gives the rank (parameters, BatchNorm buffers, gradients, AdamW
+// moments), the communication counters equal the analytic volume of the
+// plan, owners keep identical parameters, SDP(C = 1) is DDP bit for bit,
+// and evaluation merges the BatchNorm running statistics of each component
+// over the ranks that hold it.
+#include <catch2/catch.hpp>
+
+#include <algorithm>
+
+#include "engine/train/trainer.h"
+#include "kernels/ops.h"
+#include "test/mpi/mpi_test_support.h"
+
+using namespace sdp;
+using namespace sdp::testing::mpi;
+
+namespace {
+
+TrainConfig resnet_job(const std::string& strategy, double active_fraction = 1.0) {
+  TrainConfig c;
+  c.model = "resnet18";
+  c.data = "synthetic-images:height=8,width=8";
+  c.batch = 2;
+  c.steps = 3;
+  c.warmup = 1;
+  c.lr = 1e-3;
+  c.eval_every = 0;
+  c.eval_batches = 1;
+  c.progress = false;
+  c.strategy = strategy;
+  c.active_fraction = active_fraction;
+  c.comm_timeout = 120;
+  return c;
+}
+
+bool owns(const StorageGroup& g) {
+  return std::find(g.owners.begin(), g.owners.end(), rank()) != g.owners.end();
+}
+
+}  // namespace
+
+TEST_CASE("ResNet-18: each rank allocates exactly what it owns, for every strategy",
+          "[mpi][resnet]") {
+  for (const char* strategy : {"ddp", "b-sdp", "n-sdp", "bb-sdp", "nb-sdp"}) {
+    CAPTURE(strategy);
+    const double C = std::string(strategy) == "ddp" ? 1.0 : 0.5;
+    Trainer t(resnet_job(strategy, C), world());
+    const ParameterSet& p = t.model().params();
+    const Allocator& a = t.allocator();
+    size_t params = 0, grads = 0, moments = 0;
+    int64_t held_numel = 0;
+    for (int g = 0; g < p.group_count(); ++g) {
+      const StorageGroup& sg = t.layout().groups[static_cast<size_t>(g)];
+      const ParamGroupDecl& d = p.group_decl(g);
+      CHECK(d.trained == owns(sg));
+      CHECK(d.materialized == (owns(sg) || t.layout().spec.masking == Masking::backward));
+      if (d.materialized) {
+        params += held_bytes(a, d.numel, DType::f32);
+        if (d.buffer_numel > 0) params += held_bytes(a, d.buffer_numel, DType::f32);
+        held_numel += d.numel;
+      }
+      if (owns(sg)) {
+        grads += held_bytes(a, d.numel, DType::f32);
+        moments += 2 * held_bytes(a, d.numel, DType::f32);
+      }
+    }
+    CHECK(a.stats().current(MemCategory::param) == params);
+    CHECK(a.stats().current(MemCategory::grad) == grads);
+    CHECK(a.stats().current(MemCategory::optim) == moments);
+    const StepResult r = t.train_step();
+    CHECK(r.memory["peak"]["at_peak"]["param"].get<double>() == static_cast<double>(params));
+    CHECK(r.memory["peak"]["at_peak"]["grad"].get<double>() == static_cast<double>(grads));
+    // Forward masking holds a real share of the network; backward masking all of it.
+    if (std::string(strategy) == "b-sdp" || std::string(strategy) == "n-sdp")
+      CHECK(held_numel < t.model().parameter_count());
+    else
+      CHECK(held_numel == t.model().parameter_count());
+  }
+}
+
+TEST_CASE("ResNet-18: communication counters equal the analytic volume of the plan",
+          "[mpi][resnet]") {
+  for (const char* strategy : {"ddp", "b-sdp", "n-sdp", "bb-sdp", "nb-sdp"}) {
+    CAPTURE(strategy);
+    const double C = std::string(strategy) == "ddp" ? 1.0 : 0.5;
+    Trainer t(resnet_job(strategy, C), world());
+    const StepResult r = t.train_step();
+    const SubnetLayout& L = t.layout();
+    const ParameterSet& p = t.model().params();
+    const int N = size();
+    // One all-reduce per owned group with more than one owner (buffers do
+    // not travel in a step), the control all-reduce of two doubles, and
+    // under backward masking one broadcast per group not owned by all.
+    double reduce_bytes = 2.0 * (N - 1) / N * 16, broadcast_bytes = 0;
+    int64_t reduce_calls = 1, broadcast_calls = 0;
+    for (int g = 0; g < p.group_count(); ++g) {
+      const StorageGroup& sg = L.groups[static_cast<size_t>(g)];
+      const double S = static_cast<double>(p.group_decl(g).numel) * 4;
+      const int k = static_cast<int>(sg.owners.size());
+      if (p.group_decl(g).trained && k > 1) {
+        reduce_bytes += 2.0 * (k - 1) / k * S;
+        ++reduce_calls;
+      }
+      if (L.spec.masking == Masking::backward && !L.all_ranks(sg)) {
+        ++broadcast_calls;
+        if (sg.root == rank()) broadcast_bytes += S;
+      }
+    }
+    const auto& ops = r.comm["by_op"];
+    CHECK(ops["all_reduce"]["sent_bytes"].get<double>() == Approx(reduce_bytes).epsilon(1e-12));
+    CHECK(ops["all_reduce"]["calls"].get<int64_t>() == reduce_calls);
+    CHECK(ops["broadcast"]["calls"].get<int64_t>() == broadcast_calls);
+    CHECK(ops["broadcast"]["sent_bytes"].get<double>() == broadcast_bytes);
+  }
+}
+
+TEST_CASE("ResNet-18: owners agree after every step, SDP(C = 1) is DDP, evaluation merges "
+          "BatchNorm statistics",
+          "[mpi][resnet]") {
+  SDP_MPI_NEEDS_RANKS(2);
+  Trainer ddp(resnet_job("ddp"), world());
+  Trainer blocks(resnet_job("b-sdp", 1.0), world());
+  for (int s = 0; s < 2; ++s) CHECK(blocks.train_step().loss == ddp.train_step().loss);
+
+  for (const char* strategy : {"b-sdp", "n-sdp"}) {
+    CAPTURE(strategy);
+    Trainer t(resnet_job(strategy, 0.5), world());
+    for (int s = 0; s < 2; ++s) t.train_step();
+    const SubnetLayout& L = t.layout();
+    const ParameterSet& p = t.model().params();
+    auto agree = [&](int g, const Tensor& mine_t) {
+      uint64_t mine = p.group_decl(g).materialized ? bytes_hash(mine_t) : 0;
+      std::vector<uint64_t> all(static_cast<size_t>(size()));
+      MPI_Allgather(&mine, 1, MPI_UINT64_T, all.data(), 1, MPI_UINT64_T, MPI_COMM_WORLD);
+      const StorageGroup& sg = L.groups[static_cast<size_t>(g)];
+      bool same = true;
+      for (int r : sg.owners) same &= all[static_cast<size_t>(r)] == all[static_cast<size_t>(sg.owners[0])];
+      return same;
+    };
+    bool buffers_differ = false;
+    for (int g = 0; g < p.group_count(); ++g) {
+      CHECK(agree(g, p.group_params(g)));
+      if (p.group_decl(g).buffer_numel > 0 && L.groups[static_cast<size_t>(g)].owners.size() > 1)
+        buffers_differ |= !agree(g, p.group_buffers(g));
+    }
+    // Each owner's statistics come from its own images until evaluation merges them.
+    CHECK(buffers_differ);
+    const EvalResult e = t.evaluate_all();
+    CHECK(std::isfinite(e.full_loss));
+    for (int g = 0; g < p.group_count(); ++g)
+      if (p.group_decl(g).buffer_numel > 0) CHECK(agree(g, p.group_buffers(g)));
+  }
+}
