@@ -78,26 +78,20 @@ class ImageBatches final : public BatchLoader {
     const Shape images{B_, s.channels, s.height, s.width};
     host_images_ = OwnedTensor(host_allocator(), images, DType::f32, MemCategory::workspace);
     host_labels_ = OwnedTensor(host_allocator(), {B_}, DType::i32, MemCategory::workspace);
-    const bool direct = device.device() == Device::cpu && dtype == DType::f32;
-    if (direct) {
-      images_ = *host_images_;
-      labels_ = *host_labels_;
-    } else {
-      device_images_ = OwnedTensor(device, images, dtype, MemCategory::workspace);
-      device_labels_ = OwnedTensor(device, {B_}, DType::i32, MemCategory::workspace);
-      images_ = *device_images_;
-      labels_ = *device_labels_;
-    }
+    // The model's copy lives on the trainer's allocator (counted, as the
+    // token tensors are), whatever the device: the source writes host f32.
+    device_images_ = OwnedTensor(device, images, dtype, MemCategory::workspace);
+    device_labels_ = OwnedTensor(device, {B_}, DType::i32, MemCategory::workspace);
   }
 
   void next() override {
     source_->next_batch(host_images_->data<float>(), host_labels_->data<int32_t>(), B_);
-    if (!device_images_ || images_.device() == Device::meta) return;
-    stage_copy(*host_images_, images_);  // to the device and / or the model's dtype
-    ops::transfer(*host_labels_, labels_);
+    if (device_images_->device() == Device::meta) return;
+    stage_copy(*host_images_, *device_images_);  // to the device and the model's dtype
+    ops::transfer(*host_labels_, *device_labels_);
   }
-  const Tensor& inputs() const override { return images_; }
-  const Tensor& targets() const override { return labels_; }
+  const Tensor& inputs() const override { return *device_images_; }
+  const Tensor& targets() const override { return *device_labels_; }
   int64_t examples() const override { return B_; }
   const char* unit() const override { return "images"; }
   ModelDataFacts facts() const override { return {source_->num_classes()}; }
@@ -110,8 +104,8 @@ class ImageBatches final : public BatchLoader {
   int64_t B_;
   OwnedTensor host_images_;  // [B, C, H, W] f32, host
   OwnedTensor host_labels_;  // [B] i32, host
-  OwnedTensor device_images_, device_labels_;  // where the model is not host f32
-  Tensor images_, labels_;   // what the model reads
+  OwnedTensor device_images_;  // [B, C, H, W] on the model's device, in its dtype
+  OwnedTensor device_labels_;  // [B] i32 on the model's device
 };
 
 }  // namespace
