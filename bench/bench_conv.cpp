@@ -4,8 +4,9 @@
 //   bench_conv [B (32)] [iters (5)] [all]
 // "all" adds the stride-2 3x3 convs entering stages 2-4. Each time is the
 // median of `iters` runs after two warm-up runs; "min" sums the fastest runs
-// of the three, "cpu" their mean process CPU time. GFLOP/s from the medians. For one-thread numbers set
-// OMP_NUM_THREADS=1 OPENBLAS_NUM_THREADS=1 (and OPENBLAS_CORETYPE as wanted).
+// of the three, "cpu" their mean process CPU time; GFLOP/s from the medians.
+// For one-thread numbers set OMP_NUM_THREADS=1 OPENBLAS_NUM_THREADS=1 (and
+// OPENBLAS_CORETYPE as wanted: Haswell = AVX2, SkylakeX = AVX-512 kernels).
 #include <omp.h>
 
 #include <algorithm>

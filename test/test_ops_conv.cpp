@@ -260,7 +260,8 @@ TEST_CASE("conv2d on meta checks shapes, accepts bf16 with f32 dw, computes noth
   REQUIRE_THROWS_WITH(ops::conv2d_forward(*x, *w, c.geometry, *bad_y, *ws),
                       Catch::Contains("conv2d_forward") && Catch::Contains("y has shape"));
   REQUIRE_THROWS_WITH(ops::conv2d_backward_weight(*y, *x, c.geometry, *dw16, *ws),
-                      Catch::Contains("conv2d_backward_weight") && Catch::Contains("dw has dtype bf16") &&
+                      Catch::Contains("conv2d_backward_weight") &&
+                          Catch::Contains("dw has dtype bf16") &&
                           Catch::Contains("expected f32"));
 }
 
@@ -290,7 +291,8 @@ TEST_CASE("conv2d rejects bad arguments, naming them", "[ops][conv]") {
                       Catch::Contains("conv2d_forward") && Catch::Contains("workspace has") &&
                           Catch::Contains("needs at least " + std::to_string(ws.numel())));
   REQUIRE_THROWS_WITH(ops::conv2d_forward(x, w, g, y, f32_ws),
-                      Catch::Contains("conv2d_forward") && Catch::Contains("workspace has dtype f32"));
+                      Catch::Contains("conv2d_forward") &&
+                          Catch::Contains("workspace has dtype f32"));
   REQUIRE_THROWS_WITH(ops::conv2d_forward(x, w, g, f32_y, ws),
                       Catch::Contains("conv2d_forward") && Catch::Contains("y has dtype f32"));
   REQUIRE_THROWS_WITH(ops::conv2d_forward(x, w, ops::Conv2dGeometry{3, 0, 1}, y, ws),
@@ -308,12 +310,14 @@ TEST_CASE("conv2d rejects bad arguments, naming them", "[ops][conv]") {
   REQUIRE_THROWS_WITH(ops::conv2d_backward_input(y, w, g, x, small_ws),
                       Catch::Contains("conv2d_backward_input") && Catch::Contains("workspace has"));
   REQUIRE_THROWS_WITH(ops::conv2d_backward_weight(y, x, g, f32_dw, ws),
-                      Catch::Contains("conv2d_backward_weight") && Catch::Contains("dw has dtype f32") &&
+                      Catch::Contains("conv2d_backward_weight") &&
+                          Catch::Contains("dw has dtype f32") &&
                           Catch::Contains("expected f64"));
   REQUIRE_THROWS_WITH(ops::conv2d_backward_weight(y, x, g, w5, ws),
                       Catch::Contains("conv2d_backward_weight") && Catch::Contains("dw must be"));
   REQUIRE_THROWS_WITH(ops::conv2d_backward_weight(y, x, g, dw, small_ws),
-                      Catch::Contains("conv2d_backward_weight") && Catch::Contains("workspace has"));
+                      Catch::Contains("conv2d_backward_weight") &&
+                          Catch::Contains("workspace has"));
 
   Tensor xb = arena.make(c.x(), DType::bf16), wb = arena.make(c.w(), DType::bf16);
   Tensor yb = arena.make(c.y(), DType::bf16), wsb = arena.make({ws.numel()}, DType::bf16);
