@@ -34,22 +34,28 @@ struct ConvCase {
 };
 
 // k 1 and 3 (and 2, 5), stride 1 to 3, padding 0 to 2, H != W, B 1..3,
-// channels 1..5; plus shapes that take the kernel's other paths: several
-// images per GEMM with a partial last block (10 x 10 outputs: 5 images per
-// block, B 7) and blocks of output rows of one image, read and written in
-// place, the last one partial (32 x 33 outputs: 15 rows per block).
+// channels 1..5, and the blockings of both CPU algorithms:
+//   Winograd (k 3, stride 1): odd output sizes (half tiles), several images
+//     per block with a partial last block (16 x 16: 8 images, B 10), tile
+//     rows of one image per block (48 x 50: 20 of 24 tile rows, then 4);
+//   im2col (the rest): several images per block with a partial last block
+//     (10 x 10 outputs: 5 images, B 7), output rows of one image read and
+//     written in place (32 x 33 outputs: 15 rows, 15, then 2), pointwise.
 const ConvCase kCases[] = {
-    {1, 1, 1, 4, 5, {3, 1, 1}},  {2, 3, 4, 5, 7, {3, 1, 1}},  {3, 2, 5, 6, 5, {3, 2, 1}},
-    {2, 4, 3, 7, 6, {3, 1, 0}},  {2, 5, 2, 6, 8, {3, 2, 0}},  {3, 3, 4, 5, 4, {1, 1, 0}},
-    {2, 4, 5, 7, 6, {1, 2, 0}},  {1, 2, 3, 6, 7, {1, 1, 1}},  {2, 2, 3, 6, 8, {2, 2, 0}},
-    {2, 3, 2, 9, 7, {5, 3, 2}},  {1, 2, 2, 2, 3, {3, 1, 1}},  {7, 2, 3, 10, 10, {3, 1, 1}},
-    {2, 2, 2, 32, 33, {3, 1, 1}}, {2, 3, 2, 32, 33, {1, 1, 0}},
+    {1, 1, 1, 4, 5, {3, 1, 1}},    {2, 3, 4, 5, 7, {3, 1, 1}},  {2, 4, 3, 7, 6, {3, 1, 0}},
+    {2, 3, 2, 5, 6, {3, 1, 2}},    {1, 2, 3, 3, 3, {3, 1, 0}},  {1, 2, 2, 2, 3, {3, 1, 1}},
+    {10, 2, 3, 16, 16, {3, 1, 1}}, {1, 2, 2, 48, 50, {3, 1, 1}},
+    {3, 2, 5, 6, 5, {3, 2, 1}},    {2, 5, 2, 6, 8, {3, 2, 0}},  {3, 3, 4, 5, 4, {1, 1, 0}},
+    {2, 4, 5, 7, 6, {1, 2, 0}},    {1, 2, 3, 6, 7, {1, 1, 1}},  {2, 2, 3, 6, 8, {2, 2, 0}},
+    {2, 3, 2, 9, 7, {5, 3, 2}},    {7, 2, 3, 20, 20, {3, 2, 1}}, {2, 2, 2, 64, 66, {3, 2, 1}},
+    {2, 3, 2, 32, 33, {1, 1, 0}},
 };
 
 // Small enough for finite differences (every element of x and w perturbed).
 const ConvCase kGradCases[] = {
-    {2, 3, 4, 5, 6, {3, 1, 1}}, {2, 2, 3, 7, 6, {3, 2, 1}}, {3, 3, 2, 5, 4, {1, 1, 0}},
-    {2, 3, 2, 6, 5, {1, 2, 0}}, {1, 2, 3, 6, 7, {3, 2, 0}}, {2, 2, 2, 7, 5, {5, 3, 2}},
+    {2, 3, 4, 5, 6, {3, 1, 1}}, {2, 2, 3, 5, 7, {3, 1, 0}}, {1, 3, 2, 4, 5, {3, 1, 2}},
+    {2, 2, 3, 7, 6, {3, 2, 1}}, {3, 3, 2, 5, 4, {1, 1, 0}}, {2, 3, 2, 6, 5, {1, 2, 0}},
+    {1, 2, 3, 6, 7, {3, 2, 0}}, {2, 2, 2, 7, 5, {5, 3, 2}},
 };
 
 // y [B, Cout, Ho, Wo] of x [B, Cin, H, W] and w [Cout, Cin, k, k], by definition.
@@ -75,6 +81,37 @@ std::vector<double> naive_conv(const std::vector<double>& x, const std::vector<d
           y[static_cast<size_t>(((b * c.out_ch + co) * ho_n + oh) * wo_n + ow)] = s;
         }
   return y;
+}
+
+// The two backward halves by definition: dx [B, Cin, H, W] = sum over the
+// outputs each input pixel feeds of dy * w; dw [Cout, Cin, k, k] = sum of dy * x.
+struct NaiveGradients {
+  std::vector<double> dx, dw;
+};
+NaiveGradients naive_backward(const std::vector<double>& x, const std::vector<double>& w,
+                              const std::vector<double>& dy, const ConvCase& c) {
+  const auto& g = c.geometry;
+  const int64_t ho_n = g.out_size(c.height), wo_n = g.out_size(c.width), k = g.kernel;
+  NaiveGradients r{std::vector<double>(x.size(), 0.0), std::vector<double>(w.size(), 0.0)};
+  for (int64_t b = 0; b < c.batch; ++b)
+    for (int64_t co = 0; co < c.out_ch; ++co)
+      for (int64_t oh = 0; oh < ho_n; ++oh)
+        for (int64_t ow = 0; ow < wo_n; ++ow) {
+          const double gy = dy[static_cast<size_t>(((b * c.out_ch + co) * ho_n + oh) * wo_n + ow)];
+          for (int64_t ci = 0; ci < c.in_ch; ++ci)
+            for (int64_t kh = 0; kh < k; ++kh)
+              for (int64_t kw = 0; kw < k; ++kw) {
+                const int64_t ih = oh * g.stride - g.padding + kh;
+                const int64_t iw = ow * g.stride - g.padding + kw;
+                if (ih < 0 || ih >= c.height || iw < 0 || iw >= c.width) continue;
+                const auto xi =
+                    static_cast<size_t>(((b * c.in_ch + ci) * c.height + ih) * c.width + iw);
+                const auto wi = static_cast<size_t>(((co * c.in_ch + ci) * k + kh) * k + kw);
+                r.dx[xi] += gy * w[wi];
+                r.dw[wi] += gy * x[xi];
+              }
+        }
+  return r;
 }
 
 Tensor make_workspace(Arena& arena, const ConvCase& c, DType dtype) {
@@ -149,11 +186,35 @@ TEST_CASE("conv2d backward matches finite differences", "[ops][conv]") {
   }
 }
 
+TEST_CASE("conv2d with wide channels: weights in several blocks, against the definition",
+          "[ops][conv]") {
+  // Winograd transforms the weights of at most 2^19 / (16 Cin) output
+  // channels at a time: 300 x 260 channels take three blocks both ways.
+  const ConvCase c{2, 300, 260, 4, 5, {3, 1, 1}};
+  Arena arena;
+  Tensor x = arena.make(c.x()), w = arena.make(c.w()), dy = arena.make(c.y());
+  Tensor y = arena.make(c.y()), dx = arena.make(c.x()), dw = arena.make(c.w());
+  Tensor ws = make_workspace(arena, c, DType::f64);
+  fill_uniform(x, 10);
+  fill_uniform(w, 11);
+  fill_uniform(dy, 12);
+  ops::conv2d_forward(x, w, c.geometry, y, ws);
+  ops::conv2d_backward_input(dy, w, c.geometry, dx, ws);
+  ops::fill(dw, 0.0);
+  ops::conv2d_backward_weight(dy, x, c.geometry, dw, ws);
+  const auto xv = to_vector(x), wv = to_vector(w);
+  const NaiveGradients ref = naive_backward(xv, wv, to_vector(dy), c);
+  REQUIRE(max_rel_error(to_vector(y), naive_conv(xv, wv, c)) < 1e-12);
+  REQUIRE(max_rel_error(to_vector(dx), ref.dx) < 1e-12);
+  REQUIRE(max_rel_error(to_vector(dw), ref.dw) < 1e-12);
+}
+
 TEST_CASE("conv2d in f32 agrees with f64, on one thread and on several", "[ops][conv]") {
-  // Larger shapes than the FD cases: several chunks per batch, and images
-  // whose GEMM writes straight into y.
-  const ConvCase cases[] = {{6, 8, 16, 10, 9, {3, 1, 1}}, {3, 16, 8, 12, 14, {3, 2, 1}},
-                            {2, 4, 8, 33, 32, {3, 1, 1}}, {4, 8, 16, 12, 12, {1, 2, 0}}};
+  // Larger shapes than the FD cases, both algorithms; the last two are big
+  // enough for their transforms and im2col to split across threads.
+  const ConvCase cases[] = {{6, 8, 16, 10, 9, {3, 1, 1}},   {3, 16, 8, 12, 14, {3, 2, 1}},
+                            {2, 4, 8, 33, 32, {3, 1, 1}},   {4, 8, 16, 12, 12, {1, 2, 0}},
+                            {2, 48, 48, 12, 12, {3, 1, 1}}, {2, 16, 32, 24, 24, {3, 2, 1}}};
   for (const auto& c : cases) {
     for (int threads : {1, 2}) {
       INFO(c.name() << ", " << threads << " threads");

@@ -5,6 +5,7 @@
 #include <vector>
 
 #include "kernels/cpu/blas.h"
+#include "kernels/cpu/conv2d_winograd.h"
 
 namespace sdp::cpu {
 
@@ -22,19 +23,7 @@ constexpr int64_t kColBudget = int64_t{1} << 21;
 // costs more than the copy.
 constexpr int64_t kParallelMin = int64_t{1} << 15;
 
-// Output positions [lo, hi) along one axis whose tap at `shift` (kernel index
-// minus padding) lands inside the input [0, in): o stride + shift in [0, in).
-// The others read the zero padding.
-struct Span {
-  int64_t lo = 0, hi = 0;
-};
-Span inside(int64_t shift, int64_t in, int64_t stride, int64_t out) {
-  int64_t lo = shift >= 0 ? 0 : (-shift + stride - 1) / stride;
-  int64_t hi = in - 1 - shift < 0 ? 0 : (in - 1 - shift) / stride + 1;
-  lo = std::min(lo, out);
-  hi = std::clamp(hi, lo, out);
-  return {lo, hi};
-}
+using Span = Conv2dSpan;
 
 // One tap (kh, kw) of the kernel: where it reads, computed once per call
 // rather than per plane (the deep layers have 4 x 4 planes).
@@ -48,8 +37,8 @@ std::vector<Tap> taps_of(const Conv2dDims& d) {
   for (int64_t kh = 0; kh < d.kernel; ++kh)
     for (int64_t kw = 0; kw < d.kernel; ++kw) {
       const int64_t rs = kh - d.padding, cs = kw - d.padding;
-      taps.push_back({rs, cs, inside(rs, d.height, d.stride, d.out_height),
-                      inside(cs, d.width, d.stride, d.out_width)});
+      taps.push_back({rs, cs, conv2d_inside(rs, d.height, d.stride, d.out_height),
+                      conv2d_inside(cs, d.width, d.stride, d.out_width)});
     }
   return taps;
 }
@@ -217,6 +206,14 @@ struct Buffers {
 
 }  // namespace
 
+Conv2dSpan conv2d_inside(int64_t shift, int64_t in, int64_t stride, int64_t out) {
+  int64_t lo = shift >= 0 ? 0 : (-shift + stride - 1) / stride;
+  int64_t hi = in - 1 - shift < 0 ? 0 : (in - 1 - shift) / stride + 1;
+  lo = std::min(lo, out);
+  hi = std::clamp(hi, lo, out);
+  return {lo, hi};
+}
+
 Conv2dBlocking conv2d_blocking(const Conv2dDims& d) {
   const int64_t Ho = std::max<int64_t>(d.out_height, 1), Wo = std::max<int64_t>(d.out_width, 1);
   const int64_t P = Ho * Wo;
@@ -229,6 +226,7 @@ Conv2dBlocking conv2d_blocking(const Conv2dDims& d) {
 }
 
 int64_t conv2d_workspace_elems(const Conv2dDims& d) {
+  if (winograd_applies(d)) return winograd_workspace_elems(d);
   const Conv2dBlocking blocking = conv2d_blocking(d);
   const int64_t cols = blocking.columns(d);
   const int64_t col = d.pointwise() ? 0 : d.patch() * cols;
@@ -246,6 +244,7 @@ void conv2d_forward(const T* x, const T* w, T* y, T* workspace, const Conv2dDims
     if (!accumulate) std::fill(y, y + d.batch * Cout * P, T(0));
     return;
   }
+  if (winograd_applies(d)) return winograd_forward(x, w, y, workspace, d, accumulate);
   const Conv2dBlocking blocking = conv2d_blocking(d);
   const Buffers<T> buf(workspace, d, blocking);
   const std::vector<Tap> taps = taps_of(d);
@@ -275,6 +274,7 @@ void conv2d_backward_input(const T* dy, const T* w, T* dx, T* workspace, const C
     if (!accumulate) std::fill(dx, dx + d.batch * x_image, T(0));
     return;
   }
+  if (winograd_applies(d)) return winograd_backward_input(dy, w, dx, workspace, d, accumulate);
   const Conv2dBlocking blocking = conv2d_blocking(d);
   const Buffers<T> buf(workspace, d, blocking);
   const std::vector<Tap> taps = taps_of(d);
@@ -297,6 +297,7 @@ void conv2d_backward_weight(const T* dy, const T* x, T* dw, T* workspace, const 
   const int64_t Cout = d.out_channels, K = d.patch(), P = d.out_pixels();
   const int64_t x_image = d.in_channels * d.height * d.width;
   if (d.batch == 0 || Cout == 0 || K == 0 || P == 0) return;  // nothing to add
+  if (winograd_applies(d)) return winograd_backward_weight(dy, x, dw, workspace, d);
   const Conv2dBlocking blocking = conv2d_blocking(d);
   const Buffers<T> buf(workspace, d, blocking);
   const std::vector<Tap> taps = taps_of(d);

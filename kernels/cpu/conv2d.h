@@ -1,6 +1,8 @@
 #pragma once
 // 2-D convolution (NCHW, square kernel, equal stride and zero padding on both
-// axes, no bias) as im2col + BLAS GEMMs.
+// axes, no bias). 3 x 3 stride-1 convs (nearly all of a CIFAR ResNet's work)
+// run as Winograd F(2 x 2, 3 x 3), 2.25x fewer multiplies
+// (conv2d_winograd.h); all others as im2col + BLAS GEMMs, described here.
 //
 // The batch is walked in blocks of GEMM columns (output pixels), a few
 // hundred each: enough for BLAS to run near its peak, few enough that a
@@ -32,6 +34,14 @@ struct Conv2dDims {
   bool pointwise() const { return kernel == 1 && stride == 1 && padding == 0; }
 };
 
+// Positions o in [0, out) along one axis with o stride + shift in [0, in):
+// the outputs whose tap at `shift` (kernel index minus padding) reads the
+// input rather than the zero padding, a range [lo, hi).
+struct Conv2dSpan {
+  int64_t lo = 0, hi = 0;
+};
+Conv2dSpan conv2d_inside(int64_t shift, int64_t in, int64_t stride, int64_t out);
+
 // One block: `images` whole images (> 1 only for small images, with rows =
 // Ho), or `rows` output rows of one image.
 struct Conv2dBlocking {
@@ -41,9 +51,9 @@ struct Conv2dBlocking {
 };
 Conv2dBlocking conv2d_blocking(const Conv2dDims& d);
 
-// Elements of the workspace the three kernels below need: col
+// Elements of the workspace the three kernels below need. im2col: col
 // [Cin k k, columns] (none for pointwise convs), then, when a block holds
-// several images, the staging area [Cout, columns].
+// several images, the staging area [Cout, columns]; Winograd: its own.
 int64_t conv2d_workspace_elems(const Conv2dDims& d);
 
 // x [B, Cin, H, W], w [Cout, Cin, k, k], y [B, Cout, Ho, Wo]: y = conv(x, w),
