@@ -120,10 +120,11 @@ void cross_entropy_backward_input(const Tensor& logits, const Tensor& targets,
 // (category workspace), so the allocator sees every byte. The ops check its
 // size on cpu and cuda; on meta only its dtype (a meta tensor does not say
 // which device its dry run mirrors).
-//   cpu : im2col of one block of ~512 output pixels (output rows of one
-//         image, or several small images plus a GEMM staging area); a
-//         function of the shapes alone, at most ~8 MiB of f32 (the deepest
-//         layers), none for pointwise convs (k 1, stride 1, padding 0).
+//   cpu : 3x3 stride-1 convs run as Winograd F(2x2, 3x3): the transforms of
+//         one block of ~512 output tiles and of a block of weights; the
+//         others as im2col + GEMM: one block of ~512 output pixels. A
+//         function of the shapes alone, at most ~11 MiB of f32 for the CIFAR
+//         ResNet-18 layers, none for pointwise convs (k 1, stride 1, pad 0).
 //   cuda: algo + staging elements. algo = min(B Cin k k Ho Wo,
 //         64 MiB / dtype size) for cuDNN (its fastest algorithm that fits is
 //         chosen); staging = Cout Cin k k in bf16 runs (a bf16 weight

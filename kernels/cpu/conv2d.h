@@ -6,8 +6,8 @@
 //
 // The batch is walked in blocks of GEMM columns (output pixels), a few
 // hundred each: enough for BLAS to run near its peak, few enough that a
-// block's col [Cin k k, columns] stays in the L2 cache between im2col writing
-// it and the GEMM reading it. Large images are cut into blocks of output rows;
+// block's col [Cin k k, columns] stays small (in L2 for the shallow layers)
+// between im2col writing it and the GEMM reading it. Large images are cut into blocks of output rows;
 // the GEMM then reads and writes y (or dy) in place, with y's image as a
 // [Cout, Ho Wo] matrix of leading dimension Ho Wo. Small images are grouped,
 // n per block; their GEMM result [Cout, n Ho Wo] is not y's layout
