@@ -194,51 +194,108 @@ void transform_inputs(const T* x, T* pad, T* v, const Conv2dDims& d, const Plan&
     }
 }
 
-// u (points ps apart) = G g G^T of one 3 x 3 kernel g (rows kh, columns kw
-// `row` and `col` apart in src: the transposed conv reads it turned by 180
-// degrees through negative strides).
+// Kernels transformed side by side: 16 consecutive input channels of one
+// output channel, gathered into g[tap][lane] so the arithmetic and U's
+// stores run across lanes (one kernel at a time, 16 scattered stores each
+// cost more than the transform).
+constexpr int64_t kLanes = 16;
+// Output channels of the transposed conv gathered per pass over 16 rows of w.
+constexpr int64_t kOutChunk = 32;
+
+// u[point][l] (points ps apart) = G g G^T of kernels g[.][l], l < n.
 template <typename T>
-[[gnu::always_inline]] inline void weight_tile(const T* src, int64_t row, int64_t col, T* u,
-                                               int64_t ps) {
+[[gnu::always_inline]] inline void weight_lanes(const T (&g)[9][kLanes], int64_t n, T* u,
+                                                int64_t ps) {
   const T h = T(0.5);
-  T r[4][3];  // G g
-  for (int kw = 0; kw < 3; ++kw) {
-    const T g0 = src[kw * col], g1 = src[row + kw * col], g2 = src[2 * row + kw * col];
-    r[0][kw] = g0;
-    r[1][kw] = (g0 + g1 + g2) * h;
-    r[2][kw] = (g0 - g1 + g2) * h;
-    r[3][kw] = g2;
+#pragma omp simd
+  for (int64_t l = 0; l < n; ++l) {
+    T r[4][3];  // G g
+    for (int kw = 0; kw < 3; ++kw) {
+      const T g0 = g[kw][l], g1 = g[3 + kw][l], g2 = g[6 + kw][l];
+      r[0][kw] = g0;
+      r[1][kw] = (g0 + g1 + g2) * h;
+      r[2][kw] = (g0 - g1 + g2) * h;
+      r[3][kw] = g2;
+    }
+    for (int k = 0; k < 4; ++k) {  // (G g) G^T
+      u[(4 * k + 0) * ps + l] = r[k][0];
+      u[(4 * k + 1) * ps + l] = (r[k][0] + r[k][1] + r[k][2]) * h;
+      u[(4 * k + 2) * ps + l] = (r[k][0] - r[k][1] + r[k][2]) * h;
+      u[(4 * k + 3) * ps + l] = r[k][2];
+    }
   }
-  for (int k = 0; k < 4; ++k) {  // (G g) G^T
-    u[(4 * k + 0) * ps] = r[k][0];
-    u[(4 * k + 1) * ps] = (r[k][0] + r[k][1] + r[k][2]) * h;
-    u[(4 * k + 2) * ps] = (r[k][0] - r[k][1] + r[k][2]) * h;
-    u[(4 * k + 3) * ps] = r[k][2];
+}
+
+// U's row (u: at column i0, point 0) of kernels w[oc][i0 .. i0 + n).
+template <typename T>
+[[gnu::always_inline]] inline void weight_row(const T* w, int64_t cin, int64_t oc, int64_t i0,
+                                              int64_t n, T* u, int64_t ps) {
+  T g[9][kLanes];
+  const T* src = w + (oc * cin + i0) * 9;  // n kernels in a row
+  for (int64_t l = 0; l < n; ++l)
+    for (int t = 0; t < 9; ++t) g[t][l] = src[l * 9 + t];
+  weight_lanes(g, n, u, ps);
+}
+
+// U's rows [0, m) (u: row 0 at column i0, point 0; rows cin apart) of the
+// transposed conv: kernel (o, i) is w[i][oc + o] turned by 180 degrees, w
+// [., cd, 3, 3]. Each of w's rows i0 .. i0 + n is read in order, m kernels
+// at a time (reading across rows would miss the cache on every kernel).
+template <typename T>
+[[gnu::always_inline]] inline void weight_rows_transposed(const T* w, int64_t cd, int64_t cin,
+                                                          int64_t oc, int64_t i0, int64_t n,
+                                                          int64_t m, T* u, int64_t ps) {
+  T g[kOutChunk][9][kLanes];
+  for (int64_t l = 0; l < n; ++l) {
+    const T* src = w + ((i0 + l) * cd + oc) * 9;
+    for (int64_t o = 0; o < m; ++o)
+      for (int t = 0; t < 9; ++t) g[o][8 - t][l] = src[o * 9 + t];
   }
+  for (int64_t o = 0; o < m; ++o) weight_lanes(g[o], n, u + o * cin, ps);
+}
+
+SDP_MULTIVERSION void weight_row_f32(const float* w, int64_t cin, int64_t oc, int64_t i0,
+                                     int64_t n, float* u, int64_t ps) {
+  weight_row(w, cin, oc, i0, n, u, ps);
+}
+SDP_MULTIVERSION void weight_rows_transposed_f32(const float* w, int64_t cd, int64_t cin,
+                                                 int64_t oc, int64_t i0, int64_t n, int64_t m,
+                                                 float* u, int64_t ps) {
+  weight_rows_transposed(w, cd, cin, oc, i0, n, m, u, ps);
 }
 
 // U [16, nb, Cin] = G g G^T for output channels [o0, o0 + nb): g = w[o][i],
 // or for the transposed conv (the input gradient) w[i][o] turned by 180
 // degrees, w being the original [Cin of d = Cout, Cout of d = Cin, 3, 3].
-// The transposed one walks 16 rows of w side by side (reading w across its
-// rows one kernel at a time would miss the cache on every kernel).
 template <typename T>
 void transform_weights(const T* w, bool transpose, T* u, const Conv2dDims& d, int64_t o0,
                        int64_t nb) {
   const int64_t cin = d.in_channels, ps = skewed(nb * cin);
+  const int64_t groups = (cin + kLanes - 1) / kLanes;
   if (!transpose) {
-#pragma omp parallel for schedule(static) if (kPoints * ps >= kParallelMin)
+#pragma omp parallel for collapse(2) schedule(static) if (kPoints * ps >= kParallelMin)
     for (int64_t o = 0; o < nb; ++o)
-      for (int64_t i = 0; i < cin; ++i)
-        weight_tile(w + ((o0 + o) * cin + i) * 9, 3, 1, u + o * cin + i, ps);
+      for (int64_t gi = 0; gi < groups; ++gi) {
+        const int64_t i0 = gi * kLanes, n = std::min(kLanes, cin - i0);
+        T* row = u + o * cin + i0;
+        if constexpr (std::is_same_v<T, float>)
+          weight_row_f32(w, cin, o0 + o, i0, n, row, ps);
+        else
+          weight_row(w, cin, o0 + o, i0, n, row, ps);
+      }
   } else {
-    constexpr int64_t kRows = 16;
-    const int64_t groups = (cin + kRows - 1) / kRows;
-#pragma omp parallel for schedule(static) if (kPoints * ps >= kParallelMin)
+    const int64_t chunks = (nb + kOutChunk - 1) / kOutChunk;
+#pragma omp parallel for collapse(2) schedule(static) if (kPoints * ps >= kParallelMin)
     for (int64_t gi = 0; gi < groups; ++gi)
-      for (int64_t o = 0; o < nb; ++o)
-        for (int64_t i = gi * kRows; i < std::min(cin, (gi + 1) * kRows); ++i)
-          weight_tile(w + (i * d.out_channels + o0 + o) * 9 + 8, -3, -1, u + o * cin + i, ps);
+      for (int64_t ci = 0; ci < chunks; ++ci) {
+        const int64_t i0 = gi * kLanes, n = std::min(kLanes, cin - i0);
+        const int64_t o = ci * kOutChunk, m = std::min(kOutChunk, nb - o);
+        T* rows = u + o * cin + i0;
+        if constexpr (std::is_same_v<T, float>)
+          weight_rows_transposed_f32(w, d.out_channels, cin, o0 + o, i0, n, m, rows, ps);
+        else
+          weight_rows_transposed(w, d.out_channels, cin, o0 + o, i0, n, m, rows, ps);
+      }
   }
 }
 
@@ -405,29 +462,54 @@ void transform_gradients(const T* dy, T* e, const Conv2dDims& d, const Plan& p,
     }
 }
 
+// dw[oc][i0 .. i0 + n) += G^T dU G, n <= kLanes (du: dU's row at column
+// i0, point 0; points ps apart), computed across lanes into r[tap][lane]
+// and then added kernel by kernel.
+template <typename T>
+[[gnu::always_inline]] inline void weight_gradient_lanes(const T* du, int64_t ps, int64_t n,
+                                                         T* dw) {
+  T r[9][kLanes];
+  const T h = T(0.5);
+#pragma omp simd
+  for (int64_t l = 0; l < n; ++l) {
+    T q[3][4];  // G^T dU
+    for (int j = 0; j < 4; ++j) {
+      const T m0 = du[j * ps + l], m1 = du[(4 + j) * ps + l];
+      const T m2 = du[(8 + j) * ps + l], m3 = du[(12 + j) * ps + l];
+      q[0][j] = m0 + (m1 + m2) * h;
+      q[1][j] = (m1 - m2) * h;
+      q[2][j] = (m1 + m2) * h + m3;
+    }
+    for (int kh = 0; kh < 3; ++kh) {  // (G^T dU) G
+      r[kh * 3 + 0][l] = q[kh][0] + (q[kh][1] + q[kh][2]) * h;
+      r[kh * 3 + 1][l] = (q[kh][1] - q[kh][2]) * h;
+      r[kh * 3 + 2][l] = (q[kh][1] + q[kh][2]) * h + q[kh][3];
+    }
+  }
+  for (int64_t l = 0; l < n; ++l)
+    for (int t = 0; t < 9; ++t) dw[l * 9 + t] += r[t][l];
+}
+
+SDP_MULTIVERSION void weight_gradient_lanes_f32(const float* du, int64_t ps, int64_t n,
+                                                float* dw) {
+  weight_gradient_lanes(du, ps, n, dw);
+}
+
 // dw [o0 .. o0 + nb, Cin, 3, 3] += G^T dU G, dU [16, nb, Cin].
 template <typename T>
 void add_weight_gradients(const T* du, T* dw, const Conv2dDims& d, int64_t o0, int64_t nb) {
   const int64_t cin = d.in_channels, ps = skewed(nb * cin);
-  const T h = T(0.5);
-#pragma omp parallel for schedule(static) if (kPoints * ps >= kParallelMin)
+  const int64_t groups = (cin + kLanes - 1) / kLanes;
+#pragma omp parallel for collapse(2) schedule(static) if (kPoints * ps >= kParallelMin)
   for (int64_t o = 0; o < nb; ++o)
-    for (int64_t i = 0; i < cin; ++i) {
-      const T* src = du + o * cin + i;
-      T q[3][4];  // G^T dU
-      for (int j = 0; j < 4; ++j) {
-        const T m0 = src[j * ps], m1 = src[(4 + j) * ps];
-        const T m2 = src[(8 + j) * ps], m3 = src[(12 + j) * ps];
-        q[0][j] = m0 + (m1 + m2) * h;
-        q[1][j] = (m1 - m2) * h;
-        q[2][j] = (m1 + m2) * h + m3;
-      }
-      T* out = dw + ((o0 + o) * cin + i) * 9;
-      for (int kh = 0; kh < 3; ++kh) {  // (G^T dU) G
-        out[kh * 3 + 0] += q[kh][0] + (q[kh][1] + q[kh][2]) * h;
-        out[kh * 3 + 1] += (q[kh][1] - q[kh][2]) * h;
-        out[kh * 3 + 2] += (q[kh][1] + q[kh][2]) * h + q[kh][3];
-      }
+    for (int64_t gi = 0; gi < groups; ++gi) {
+      const int64_t i0 = gi * kLanes, n = std::min(kLanes, cin - i0);
+      const T* src = du + o * cin + i0;
+      T* out = dw + ((o0 + o) * cin + i0) * 9;
+      if constexpr (std::is_same_v<T, float>)
+        weight_gradient_lanes_f32(src, ps, n, out);
+      else
+        weight_gradient_lanes(src, ps, n, out);
     }
 }
 
