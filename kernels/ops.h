@@ -114,14 +114,21 @@ void cross_entropy_backward_input(const Tensor& logits, const Tensor& targets,
 // stride and zero padding on both axes; no bias (every conv is followed by a
 // BatchNorm). All contiguous, one dtype (weight gradients: accum dtype).
 // workspace: [n] of x's dtype with n >= conv2d_workspace_elems(...) for the
-// device the op will run on (a meta dry run passes the device it mirrors);
-// one workspace serves all three calls of a geometry. The caller allocates
-// it (category workspace), so the allocator sees every byte.
-//   cpu : the im2col buffer of a chunk of images (the chunk is chosen for one
-//         large GEMM per chunk, bounded so it never exceeds a few MiB more
-//         than one image's im2col).
-//   cuda: what cuDNN may use, capped (cuDNN's fastest algorithm that fits is
-//         chosen), plus a weight-gradient staging copy in bf16 runs.
+// device the op will run on (a meta dry run passes the device it mirrors;
+// Device::meta itself gets the larger of the cpu and cuda sizes). One
+// workspace serves all three calls of a geometry. The caller allocates it
+// (category workspace), so the allocator sees every byte. The ops check its
+// size on cpu and cuda; on meta only its dtype (a meta tensor does not say
+// which device its dry run mirrors).
+//   cpu : 3x3 stride-1 convs run as Winograd F(2x2, 3x3): the transforms of
+//         one block of ~512 output tiles and of a block of weights; the
+//         others as im2col + GEMM: one block of ~512 output pixels. A
+//         function of the shapes alone, at most ~11 MiB of f32 for the CIFAR
+//         ResNet-18 layers, none for pointwise convs (k 1, stride 1, pad 0).
+//   cuda: algo + staging elements. algo = min(B Cin k k Ho Wo,
+//         64 MiB / dtype size) for cuDNN (its fastest algorithm that fits is
+//         chosen); staging = Cout Cin k k in bf16 runs (a bf16 weight
+//         gradient, then added into the f32 dw), else 0.
 struct Conv2dGeometry {
   int64_t kernel = 3;
   int64_t stride = 1;
@@ -147,7 +154,8 @@ void conv2d_backward_weight(const Tensor& dy, const Tensor& x, const Conv2dGeome
 // accum dtype. Training: y = (x - mean) * invstd * weight + bias with the
 // batch's biased variance, invstd = 1/sqrt(var + eps); running statistics
 // move by `momentum` toward the batch mean and the *unbiased* batch variance
-// (PyTorch's convention), so a checkpoint means the same in PyTorch.
+// (PyTorch's convention, n / (n - 1) with n = B H W; n = 1 keeps the biased
+// 0), so a checkpoint means the same in PyTorch.
 void batchnorm_forward_train(const Tensor& x, const Tensor& weight, const Tensor& bias,
                              double eps, double momentum, Tensor& y, Tensor& save_mean,
                              Tensor& save_invstd, Tensor& running_mean, Tensor& running_var);
@@ -167,13 +175,15 @@ void batchnorm_backward_weight(const Tensor& dy, const Tensor& x, const Tensor& 
 void relu_forward(const Tensor& x, Tensor& y);
 // dx = dy where y > 0, else 0 (y: the forward's output); dx may alias dy.
 void relu_backward_input(const Tensor& dy, const Tensor& y, Tensor& dx);
-// x [B, C, H, W] -> y [B, C]: the mean over H, W.
+// x [B, C, H, W] -> y [B, C]: the mean over H, W (H, W >= 1).
 void global_avg_pool_forward(const Tensor& x, Tensor& y);
 // dy [B, C] -> dx [B, C, H, W] (overwritten): dy / (H W) everywhere.
 void global_avg_pool_backward_input(const Tensor& dy, Tensor& dx);
-// y [N, C] += bias [C] per row (after linear_forward: a linear layer with bias).
+// y [N, C] += bias [C] per row (after linear_forward: a linear layer with
+// bias); bias in y's dtype. Like linear, y may be [..., C] (rows = the
+// leading dims).
 void bias_add_forward(Tensor& y, const Tensor& bias);
-// dbias [C] (accum dtype) += column sums of dy [N, C].
+// dbias [C] (accum dtype) += column sums of dy [N, C] (or [..., C]).
 void bias_backward_weight(const Tensor& dy, Tensor& dbias);
 
 // ---- optimizer ---------------------------------------------------------------

@@ -100,7 +100,7 @@ cpu::Conv2dDims check_conv(const Tensor& act, const char* act_arg, const Tensor&
   // BLAS takes int dimensions: the GEMMs' rows, columns and depths.
   detail::blas_dim(d.patch(), op);
   detail::blas_dim(d.out_channels, op);
-  detail::blas_dim(cpu::conv2d_images_per_chunk(d) * d.out_pixels(), op);
+  detail::blas_dim(cpu::conv2d_blocking(d).columns(d), op);
   detail::blas_dim(d.height * d.width, op);
   return d;
 }

@@ -103,7 +103,8 @@ TEST_CASE("bias add and its gradient", "[ops][activation]") {
       ops::bias_backward_weight(y, dbias);  // += column sums
       const auto yv = to_vector(y);
       std::vector<double> sums(static_cast<size_t>(C), 1.0);
-      for (int64_t i = 0; i < N * C; ++i) sums[static_cast<size_t>(i % C)] += yv[static_cast<size_t>(i)];
+      for (int64_t i = 0; i < N * C; ++i)
+        sums[static_cast<size_t>(i % C)] += yv[static_cast<size_t>(i)];
       REQUIRE(max_rel_error(to_vector(dbias), sums) < dc.tol);
     }
   }

@@ -24,20 +24,23 @@ DOWNSAMPLE = [(128, 32, 2), (256, 16, 2), (512, 8, 2)]
 
 
 def median_ms(fn, iters, warmup):
+    """Median wall ms of fn, its fastest run and its mean process CPU ms (on a
+    shared machine wall time includes waiting for a core; one thread's CPU
+    time does not; the fastest run is the least disturbed)."""
     for _ in range(warmup):
         fn()
     times = []
+    c0 = time.process_time()
     for _ in range(iters):
         t0 = time.perf_counter()
         fn()
         times.append((time.perf_counter() - t0) * 1e3)
-    return statistics.median(times)
+    return statistics.median(times), min(times), (time.process_time() - c0) * 1e3 / iters
 
 
 def bench_layer(batch, cout, size, stride, iters, warmup):
     cin = cout // stride  # a downsampling conv doubles the channels
-    insize = size
-    x = torch.randn(batch, cin, insize, insize)
+    x = torch.randn(batch, cin, size, size)
     w = torch.randn(cout, cin, 3, 3) * 0.05
     y = torch.nn.functional.conv2d(x, w, stride=stride, padding=1)
     dy = torch.randn_like(y)
@@ -48,16 +51,18 @@ def bench_layer(batch, cout, size, stride, iters, warmup):
                                 [0, 0], 1, mask)
 
     with torch.no_grad():
-        fwd = median_ms(lambda: torch.nn.functional.conv2d(x, w, stride=stride, padding=1),
-                        iters, warmup)
-        bwd_in = median_ms(backward([True, False, False]), iters, warmup)
-        bwd_w = median_ms(backward([False, True, False]), iters, warmup)
+        fwd, fwd_min, fwd_cpu = median_ms(
+            lambda: torch.nn.functional.conv2d(x, w, stride=stride, padding=1), iters, warmup)
+        bwd_in, bwd_in_min, bwd_in_cpu = median_ms(backward([True, False, False]), iters, warmup)
+        bwd_w, bwd_w_min, bwd_w_cpu = median_ms(backward([False, True, False]), iters, warmup)
     flops = 2.0 * batch * cout * y.shape[2] * y.shape[3] * cin * 9
     total = fwd + bwd_in + bwd_w
-    print(f"B={batch:3d} Cin={cin:3d} Cout={cout:3d} {insize:2d}x{insize:<2d} s{stride}  "
-          f"fwd {fwd:7.2f}  bwd_in {bwd_in:7.2f}  bwd_w {bwd_w:7.2f}  total {total:7.2f} ms  "
+    fastest = fwd_min + bwd_in_min + bwd_w_min
+    print(f"B={batch:3d} Cin={cin:3d} Cout={cout:3d} {size:2d}x{size:<2d} s{stride}  "
+          f"fwd {fwd:7.2f}  bwd_in {bwd_in:7.2f}  bwd_w {bwd_w:7.2f}  total {total:7.2f} ms "
+          f"(min {fastest:7.2f}, cpu {fwd_cpu + bwd_in_cpu + bwd_w_cpu:7.2f})  "
           f"{3 * flops / total / 1e6:6.1f} GFLOP/s")
-    return total
+    return total, fastest
 
 
 def main():
@@ -73,9 +78,10 @@ def main():
     print(f"torch {torch.__version__}, {torch.get_num_threads()} thread(s), "
           f"mkldnn {torch.backends.mkldnn.is_available()}")
     layers = LAYERS + (DOWNSAMPLE if args.all else [])
-    total = sum(bench_layer(args.batch, c, s, st, args.iters, args.warmup)
-                for c, s, st in layers)
-    print(f"sum over layers: {total:.1f} ms")
+    results = [bench_layer(args.batch, c, s, st, args.iters, args.warmup)
+               for c, s, st in layers]
+    print(f"sum over layers: {sum(r[0] for r in results):.1f} ms "
+          f"(min {sum(r[1] for r in results):.1f})")
 
 
 if __name__ == "__main__":
