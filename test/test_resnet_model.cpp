@@ -208,7 +208,9 @@ TEST_CASE("ResNet gradients of every parameter match finite differences (f64)",
       if (p.decl(id).buffer) continue;
       CAPTURE(p.decl(id).name);
       const auto analytic = sdp::testing::to_vector(p.grad(id));
-      double scale = 1e-8, diff = 0;
+      // The floor keeps an all-zero sample (a 3x3 tap that only sees padding
+      // on layer4's 1x1 maps) from judging finite-difference roundoff (~1e-10).
+      double scale = 1e-4, diff = 0;
       for (const auto& [i, numeric] : sampled_gradient(p.param(id), loss, 12)) {
         diff = std::max(diff, std::abs(analytic[static_cast<size_t>(i)] - numeric));
         scale = std::max(scale, std::abs(numeric));
