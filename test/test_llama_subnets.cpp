@@ -14,6 +14,7 @@
 #include "kernels/ops.h"
 #include "models/common/parameter_pieces.h"
 #include "models/llama/llama_model.h"
+#include "model_test_util.h"
 #include "test_support.h"
 
 using namespace sdp;
@@ -38,41 +39,15 @@ LlamaConfig cut_config() {
 
 ModelLayout neuron_layout() { return {Granularity::neuron, 3, 2, 8, {}, {}}; }
 
-// Full Hugging Face tensors by name: values or gradients, as doubles.
-using Weights = std::map<std::string, std::vector<double>>;
+using sdp::testing::Weights;
 
-// Full HF tensors of a model (values or gradients), assembled from its parts.
-Weights full_values(const LlamaModel& m, bool grads,
-                                                       Arena& arena) {
-  Weights out;
-  const ParameterSet& p = m.params();
-  for (const FullTensor& f : full_tensors(p)) {
-    Tensor whole = arena.make(f.shape, p.dtype());
-    ops::fill(whole, 0.0);
-    bool any = false;
-    for (int id : f.parts) {
-      if (grads ? !p.is_trained(id) : !p.is_materialized(id)) continue;
-      copy_part_to_full(p.decl(id), grads ? p.grad(id) : p.param(id), whole);
-      any = true;
-    }
-    if (any) out[f.name] = sdp::testing::to_vector(whole);
-  }
-  return out;
+// Full Hugging Face tensors (values or gradients) of a model, assembled from its parts.
+Weights full_values(const LlamaModel& m, bool grads, Arena& arena) {
+  return sdp::testing::full_values(m.params(), grads, arena);
 }
-
 // Sets every part of `m` from full tensors.
-void load_full(LlamaModel& m, const Weights& values,
-               Arena& arena) {
-  ParameterSet& p = m.params();
-  for (int id = 0; id < p.count(); ++id) {
-    if (!p.is_materialized(id)) continue;
-    const ParamDecl& d = p.decl(id);
-    Tensor whole = arena.make(d.full_shape, p.dtype());
-    const auto& v = values.at(d.full_name);
-    std::copy(v.begin(), v.end(), whole.data<double>());
-    Tensor part = p.param(id);
-    copy_full_to_part(d, whole, part);
-  }
+void load_full(LlamaModel& m, const Weights& values, Arena& arena) {
+  sdp::testing::load_full(m.params(), values, arena);
 }
 
 struct Batch {
@@ -115,9 +90,7 @@ Outcome run(LlamaModel& m, const Batch& b, Arena& arena) {
 
 std::vector<bool> held_components(const LlamaModel& m,
                                   const std::function<bool(const Component&)>& keep) {
-  std::vector<bool> held(static_cast<size_t>(m.params().group_count()), false);
-  for (const Component& c : m.components()) held[static_cast<size_t>(c.group)] = keep(c);
-  return held;
+  return sdp::testing::groups_where(m.components(), m.params().group_count(), keep);
 }
 
 using ComponentFilter = std::function<bool(const Component&)>;

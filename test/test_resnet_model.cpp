@@ -16,6 +16,7 @@
 #include "models/common/parameter_pieces.h"
 #include "models/registry.h"
 #include "models/resnet/resnet_model.h"
+#include "model_test_util.h"
 #include "test_support.h"
 
 using namespace sdp;
@@ -35,38 +36,13 @@ ModelLayout neuron_layout(int groups = 2) {
 
 ResNetConfig tiny() { return ResNetConfig::named("resnet-tiny", kClasses); }
 
-using Weights = std::map<std::string, std::vector<double>>;
+using sdp::testing::Weights;
 
-// Full tensors (values, buffers or gradients) assembled from a model's parts.
 Weights full_values(const ResNetModel& m, bool grads, Arena& arena) {
-  Weights out;
-  const ParameterSet& p = m.params();
-  for (const FullTensor& f : full_tensors(p)) {
-    if (grads && p.decl(f.parts.front()).buffer) continue;
-    Tensor whole = arena.make(f.shape, p.dtype());
-    ops::fill(whole, 0.0);
-    bool any = false;
-    for (int id : f.parts) {
-      if (grads ? !p.is_trained(id) : !p.is_materialized(id)) continue;
-      copy_part_to_full(p.decl(id), grads ? p.grad(id) : p.param(id), whole);
-      any = true;
-    }
-    if (any) out[f.name] = sdp::testing::to_vector(whole);
-  }
-  return out;
+  return sdp::testing::full_values(m.params(), grads, arena);
 }
-
 void load_full(ResNetModel& m, const Weights& values, Arena& arena) {
-  ParameterSet& p = m.params();
-  for (int id = 0; id < p.count(); ++id) {
-    if (!p.is_materialized(id)) continue;
-    const ParamDecl& d = p.decl(id);
-    Tensor whole = arena.make(d.full_shape, p.dtype());
-    const auto& v = values.at(d.full_name);
-    std::copy(v.begin(), v.end(), whole.data<double>());
-    Tensor part = p.param(id);
-    copy_full_to_part(d, whole, part);
-  }
+  sdp::testing::load_full(m.params(), values, arena);
 }
 
 // Random weights of a whole-block tiny network (BatchNorm gains near 1).
@@ -105,9 +81,7 @@ Batch make_batch(Arena& arena) {
 
 std::vector<bool> groups_where(const ResNetModel& m,
                                const std::function<bool(const Component&)>& keep) {
-  std::vector<bool> held(static_cast<size_t>(m.params().group_count()), false);
-  for (const Component& c : m.components()) held[static_cast<size_t>(c.group)] = keep(c);
-  return held;
+  return sdp::testing::groups_where(m.components(), m.params().group_count(), keep);
 }
 
 using ComponentFilter = std::function<bool(const Component&)>;
@@ -143,22 +117,10 @@ void require_close(const std::vector<double>& a, const std::vector<double>& b, d
   REQUIRE(sdp::testing::max_rel_error(a, b) < tol);
 }
 
-// Central differences at up to `samples` entries of x (spread evenly).
-std::vector<std::pair<int64_t, double>> sampled_gradient(const Tensor& x,
-                                                         const std::function<double()>& loss,
-                                                         int64_t samples, double h = 1e-6) {
-  std::vector<std::pair<int64_t, double>> out;
-  double* p = x.data<double>();
-  const int64_t stride = std::max<int64_t>(1, x.numel() / samples);
-  for (int64_t i = 0; i < x.numel(); i += stride) {
-    const double saved = p[i];
-    p[i] = saved + h;
-    const double up = loss();
-    p[i] = saved - h;
-    const double down = loss();
-    p[i] = saved;
-    out.emplace_back(i, (up - down) / (2 * h));
-  }
+// Up to `samples` entries of a tensor, spread evenly.
+std::vector<int64_t> sample_indices(int64_t numel, int64_t samples) {
+  std::vector<int64_t> out;
+  for (int64_t i = 0; i < numel; i += std::max<int64_t>(1, numel / samples)) out.push_back(i);
   return out;
 }
 
@@ -211,9 +173,11 @@ TEST_CASE("ResNet gradients of every parameter match finite differences (f64)",
       // The floor keeps an all-zero sample (a 3x3 tap that only sees padding
       // on layer4's 1x1 maps) from judging finite-difference roundoff (~1e-10).
       double scale = 1e-4, diff = 0;
-      for (const auto& [i, numeric] : sampled_gradient(p.param(id), loss, 12)) {
-        diff = std::max(diff, std::abs(analytic[static_cast<size_t>(i)] - numeric));
-        scale = std::max(scale, std::abs(numeric));
+      const auto at = sample_indices(p.param(id).numel(), 12);
+      const auto numeric = sdp::testing::numeric_gradient_at(p.param(id), loss, at);
+      for (size_t k = 0; k < at.size(); ++k) {
+        diff = std::max(diff, std::abs(analytic[static_cast<size_t>(at[k])] - numeric[k]));
+        scale = std::max(scale, std::abs(numeric[k]));
       }
       REQUIRE(diff / scale < 1e-5);
     }

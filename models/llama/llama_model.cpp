@@ -5,6 +5,7 @@
 #include <limits>
 
 #include "kernels/ops.h"
+#include "models/common/component_groups.h"
 
 namespace sdp::llama {
 
@@ -40,25 +41,9 @@ std::vector<Component> LlamaModel::component_specs(const LlamaConfig& config,
 LlamaModel::LlamaModel(const LlamaConfig& config, ModelLayout layout)
     : config_(config), layout_(std::move(layout)) {
   components_ = component_specs(config_, layout_);
-  if (layout_.component_group.empty()) {
-    SDP_CHECK(layout_.group_names.empty(), "layout: group names given without a component map");
-    for (size_t c = 0; c < components_.size(); ++c) {
-      layout_.component_group.push_back(static_cast<int>(c));
-      layout_.group_names.push_back(components_[c].name);
-    }
-  }
-  SDP_CHECK(layout_.component_group.size() == components_.size(), "layout maps ",
-            layout_.component_group.size(), " components, the model has ", components_.size());
-  for (const std::string& name : layout_.group_names) params_.add_group(name);
-  for (size_t c = 0; c < components_.size(); ++c) {
-    const int g = layout_.component_group[c];
-    SDP_CHECK(g >= 0 && g < params_.group_count(), "layout: component ", components_[c].name,
-              " is placed in group ", g, " of ", params_.group_count());
-    components_[c].group = g;
-  }
+  place_components(components_, layout_, params_);
   declare_parameters();
-  for (Component& comp : components_)
-    for (int id : comp.params) comp.numel += params_.decl(id).shape.numel();
+  count_component_numel(components_, params_);
 }
 
 void LlamaModel::declare_parameters() {

@@ -5,6 +5,7 @@
 #include <string>
 
 #include "kernels/ops.h"
+#include "models/common/component_groups.h"
 
 namespace sdp::resnet {
 
@@ -73,26 +74,9 @@ std::vector<Component> ResNetModel::component_specs(const ResNetConfig& config,
 ResNetModel::ResNetModel(const ResNetConfig& config, ModelLayout layout)
     : config_(config), layout_(std::move(layout)) {
   components_ = component_specs(config_, layout_);
-  if (layout_.component_group.empty()) {
-    SDP_CHECK(layout_.group_names.empty(), "layout: group names given without a component map");
-    for (size_t c = 0; c < components_.size(); ++c) {
-      layout_.component_group.push_back(static_cast<int>(c));
-      layout_.group_names.push_back(components_[c].name);
-    }
-  }
-  SDP_CHECK(layout_.component_group.size() == components_.size(), "layout maps ",
-            layout_.component_group.size(), " components, the model has ", components_.size());
-  for (const std::string& name : layout_.group_names) params_.add_group(name);
-  for (size_t c = 0; c < components_.size(); ++c) {
-    const int g = layout_.component_group[c];
-    SDP_CHECK(g >= 0 && g < params_.group_count(), "layout: component ", components_[c].name,
-              " is placed in group ", g, " of ", params_.group_count());
-    components_[c].group = g;
-  }
+  place_components(components_, layout_, params_);
   declare_parameters();
-  for (Component& comp : components_)
-    for (int id : comp.params)
-      if (!params_.decl(id).buffer) comp.numel += params_.decl(id).shape.numel();
+  count_component_numel(components_, params_);
 }
 
 BatchNormParams ResNetModel::declare_bn(const std::string& prefix, int64_t channels, int group) {

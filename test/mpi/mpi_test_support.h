@@ -10,6 +10,7 @@
 // the others' next collective time out, which ends the job with a message.
 #include <mpi.h>
 
+#include <algorithm>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -18,6 +19,8 @@
 #include "engine/core/allocator.h"
 #include "engine/core/counter_rng.h"
 #include "engine/core/tensor.h"
+#include "engine/parallel/strategy.h"
+#include "models/common/parameter_set.h"
 
 namespace sdp::testing::mpi {
 
@@ -53,6 +56,67 @@ inline uint64_t bytes_hash(const Tensor& t) {
 // Bytes of `numel` elements of `dtype` as allocator `a` rounds them.
 inline size_t held_bytes(const Allocator& a, int64_t numel, DType dtype) {
   return a.rounded(static_cast<size_t>(numel) * dtype_size(dtype));
+}
+
+// What a rank's f32 state should take by the plan: parameters (and buffers)
+// of every held group, gradients and two AdamW moments of every owned one;
+// and whether the groups' held / trained flags follow the plan (held = owned
+// under forward masking, everything under backward masking; trained = owned).
+struct StateBytes {
+  size_t params = 0, grads = 0, moments = 0;
+  int64_t held_numel = 0;
+  bool flags_follow_plan = true;
+};
+inline StateBytes expected_state(const SubnetLayout& L, const ParameterSet& p, const Allocator& a,
+                                 int rank) {
+  StateBytes b;
+  for (int g = 0; g < p.group_count(); ++g) {
+    const StorageGroup& sg = L.groups[static_cast<size_t>(g)];
+    const ParamGroupDecl& d = p.group_decl(g);
+    const bool owner = std::find(sg.owners.begin(), sg.owners.end(), rank) != sg.owners.end();
+    b.flags_follow_plan &= d.trained == owner;
+    b.flags_follow_plan &= d.materialized == (owner || L.spec.masking == Masking::backward);
+    if (d.materialized) {
+      b.params += held_bytes(a, d.numel, DType::f32);
+      if (d.buffer_numel > 0) b.params += held_bytes(a, d.buffer_numel, DType::f32);
+      b.held_numel += d.numel;
+    }
+    if (owner) {
+      b.grads += held_bytes(a, d.numel, DType::f32);
+      b.moments += 2 * held_bytes(a, d.numel, DType::f32);
+    }
+  }
+  return b;
+}
+
+// What one f32 training step of rank `rank` sends by the ring formulas: one
+// all-reduce per owned group with more than one owner, plus the control
+// all-reduce of two doubles over the world; backward masking adds one
+// broadcast per group not owned by every rank, sent by its root. (Buffers,
+// such as BatchNorm statistics, do not travel in a step.)
+struct StepTraffic {
+  double reduce_bytes = 0, broadcast_bytes = 0;
+  int64_t reduce_calls = 0, broadcast_calls = 0;
+};
+inline StepTraffic analytic_step_traffic(const SubnetLayout& L, const ParameterSet& p, int rank) {
+  const int N = L.world;
+  StepTraffic t;
+  t.reduce_bytes = 2.0 * (N - 1) / N * 16;
+  t.reduce_calls = 1;
+  for (int g = 0; g < p.group_count(); ++g) {
+    const StorageGroup& sg = L.groups[static_cast<size_t>(g)];
+    const double S = static_cast<double>(p.group_decl(g).numel) * 4;
+    const int k = static_cast<int>(sg.owners.size());
+    if (p.group_decl(g).trained && k > 1) {
+      t.reduce_bytes += 2.0 * (k - 1) / k * S;
+      ++t.reduce_calls;
+    }
+    if (L.spec.masking == Masking::backward && !L.all_ranks(sg)) {
+      ++t.broadcast_calls;
+      if (sg.root == rank) t.broadcast_bytes += S;
+    }
+  }
+  return t;
 }
 
 // The message of the sdp::Error that fn() throws; "" when it throws none.

@@ -35,10 +35,6 @@ TrainConfig resnet_job(const std::string& strategy, double active_fraction = 1.0
   return c;
 }
 
-bool owns(const StorageGroup& g) {
-  return std::find(g.owners.begin(), g.owners.end(), rank()) != g.owners.end();
-}
-
 }  // namespace
 
 TEST_CASE("ResNet-18: each rank allocates exactly what it owns, for every strategy",
@@ -49,23 +45,10 @@ TEST_CASE("ResNet-18: each rank allocates exactly what it owns, for every strate
     Trainer t(resnet_job(strategy, C), world());
     const ParameterSet& p = t.model().params();
     const Allocator& a = t.allocator();
-    size_t params = 0, grads = 0, moments = 0;
-    int64_t held_numel = 0;
-    for (int g = 0; g < p.group_count(); ++g) {
-      const StorageGroup& sg = t.layout().groups[static_cast<size_t>(g)];
-      const ParamGroupDecl& d = p.group_decl(g);
-      CHECK(d.trained == owns(sg));
-      CHECK(d.materialized == (owns(sg) || t.layout().spec.masking == Masking::backward));
-      if (d.materialized) {
-        params += held_bytes(a, d.numel, DType::f32);
-        if (d.buffer_numel > 0) params += held_bytes(a, d.buffer_numel, DType::f32);
-        held_numel += d.numel;
-      }
-      if (owns(sg)) {
-        grads += held_bytes(a, d.numel, DType::f32);
-        moments += 2 * held_bytes(a, d.numel, DType::f32);
-      }
-    }
+    const StateBytes want = expected_state(t.layout(), p, a, rank());
+    CHECK(want.flags_follow_plan);
+    const size_t params = want.params, grads = want.grads, moments = want.moments;
+    const int64_t held_numel = want.held_numel;
     CHECK(a.stats().current(MemCategory::param) == params);
     CHECK(a.stats().current(MemCategory::grad) == grads);
     CHECK(a.stats().current(MemCategory::optim) == moments);
@@ -89,25 +72,9 @@ TEST_CASE("ResNet-18: communication counters equal the analytic volume of the pl
     const StepResult r = t.train_step();
     const SubnetLayout& L = t.layout();
     const ParameterSet& p = t.model().params();
-    const int N = size();
-    // One all-reduce per owned group with more than one owner (buffers do
-    // not travel in a step), the control all-reduce of two doubles, and
-    // under backward masking one broadcast per group not owned by all.
-    double reduce_bytes = 2.0 * (N - 1) / N * 16, broadcast_bytes = 0;
-    int64_t reduce_calls = 1, broadcast_calls = 0;
-    for (int g = 0; g < p.group_count(); ++g) {
-      const StorageGroup& sg = L.groups[static_cast<size_t>(g)];
-      const double S = static_cast<double>(p.group_decl(g).numel) * 4;
-      const int k = static_cast<int>(sg.owners.size());
-      if (p.group_decl(g).trained && k > 1) {
-        reduce_bytes += 2.0 * (k - 1) / k * S;
-        ++reduce_calls;
-      }
-      if (L.spec.masking == Masking::backward && !L.all_ranks(sg)) {
-        ++broadcast_calls;
-        if (sg.root == rank()) broadcast_bytes += S;
-      }
-    }
+    const StepTraffic want = analytic_step_traffic(L, p, rank());
+    const double reduce_bytes = want.reduce_bytes, broadcast_bytes = want.broadcast_bytes;
+    const int64_t reduce_calls = want.reduce_calls, broadcast_calls = want.broadcast_calls;
     const auto& ops = r.comm["by_op"];
     CHECK(ops["all_reduce"]["sent_bytes"].get<double>() == Approx(reduce_bytes).epsilon(1e-12));
     CHECK(ops["all_reduce"]["calls"].get<int64_t>() == reduce_calls);

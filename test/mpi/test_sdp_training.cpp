@@ -144,18 +144,9 @@ TEST_CASE("each rank allocates exactly what it owns, for every strategy", "[mpi]
     Trainer t(job_config(strategy, C), world());
     const ParameterSet& p = t.model().params();
     const Allocator& a = t.allocator();
-    size_t params = 0, grads = 0, moments = 0;
-    for (int g = 0; g < p.group_count(); ++g) {
-      const StorageGroup& sg = t.layout().groups[static_cast<size_t>(g)];
-      const bool owner = std::find(sg.owners.begin(), sg.owners.end(), rank()) != sg.owners.end();
-      CHECK(p.group_decl(g).trained == owner);
-      CHECK(p.group_decl(g).materialized == (owner || t.layout().spec.masking == Masking::backward));
-      if (p.group_decl(g).materialized) params += held_bytes(a, p.group_decl(g).numel, DType::f32);
-      if (owner) {
-        grads += held_bytes(a, p.group_decl(g).numel, DType::f32);
-        moments += 2 * held_bytes(a, p.group_decl(g).numel, DType::f32);
-      }
-    }
+    const StateBytes want = expected_state(t.layout(), p, a, rank());
+    CHECK(want.flags_follow_plan);
+    const size_t params = want.params, grads = want.grads, moments = want.moments;
     CHECK(a.stats().current(MemCategory::param) == params);
     CHECK(a.stats().current(MemCategory::grad) == grads);
     CHECK(a.stats().current(MemCategory::optim) == moments);
@@ -174,26 +165,9 @@ TEST_CASE("communication counters equal the analytic volume of the plan", "[mpi]
     const StepResult r = t.train_step();
     const SubnetLayout& L = t.layout();
     const ParameterSet& p = t.model().params();
-    const int N = size();
-    // One all-reduce per owned group with more than one owner, plus the
-    // control all-reduce of two doubles over the world; backward masking
-    // adds one broadcast per group not owned by every rank, sent by its root.
-    double reduce_bytes = 2.0 * (N - 1) / N * 16;
-    int64_t reduce_calls = 1, broadcast_calls = 0;
-    double broadcast_bytes = 0;
-    for (int g = 0; g < p.group_count(); ++g) {
-      const StorageGroup& sg = L.groups[static_cast<size_t>(g)];
-      const double S = static_cast<double>(p.group_decl(g).numel) * 4;
-      const int k = static_cast<int>(sg.owners.size());
-      if (p.group_decl(g).trained && k > 1) {
-        reduce_bytes += 2.0 * (k - 1) / k * S;
-        ++reduce_calls;
-      }
-      if (L.spec.masking == Masking::backward && !L.all_ranks(sg)) {
-        ++broadcast_calls;
-        if (sg.root == rank()) broadcast_bytes += S;
-      }
-    }
+    const StepTraffic want = analytic_step_traffic(L, p, rank());
+    const double reduce_bytes = want.reduce_bytes, broadcast_bytes = want.broadcast_bytes;
+    const int64_t reduce_calls = want.reduce_calls, broadcast_calls = want.broadcast_calls;
     const auto& ops = r.comm["by_op"];
     CHECK(ops["all_reduce"]["sent_bytes"].get<double>() == Approx(reduce_bytes).epsilon(1e-12));
     CHECK(ops["all_reduce"]["calls"].get<int64_t>() == reduce_calls);
