@@ -382,3 +382,41 @@ TEST_CASE("ResNet forward rejects images of the wrong shape or dtype", "[model][
                       Catch::Contains("images"));
   REQUIRE_THROWS_WITH(m.forward(arena.make({3, 3, 8, 8}), labels), Catch::Contains("labels"));
 }
+
+TEST_CASE("recalibrated BatchNorm statistics are the plain mean over the batches",
+          "[model][resnet]") {
+  Arena arena;
+  const auto weights = random_full_weights(arena);
+  const Batch a = make_batch(arena);
+  Batch b = make_batch(arena);
+  sdp::testing::fill_uniform(b.images, 99, -2.0, 1.0);
+  // Statistics after recalibrating on the given batches.
+  auto recalibrated = [&](std::vector<const Batch*> batches) {
+    CpuAllocator alloc;
+    auto m = build({}, alloc, weights, arena);
+    size_t next = 0;
+    m->recalibrate_statistics([&](Tensor& images, Tensor& labels) {
+      if (next == batches.size()) return false;
+      images = batches[next]->images;
+      labels = batches[next]->labels;
+      ++next;
+      return true;
+    });
+    REQUIRE(alloc.stats().current(MemCategory::activation) == 0);
+    Arena scratch;
+    Weights stats;
+    for (const auto& [name, v] : full_values(*m, false, scratch))
+      if (name.find("running_") != std::string::npos) stats[name] = v;
+    return stats;
+  };
+  const Weights both = recalibrated({&a, &b}), only_a = recalibrated({&a}),
+                only_b = recalibrated({&b});
+  REQUIRE(both.size() == 2 * (1 + 5 + 5 + 3));  // stem, 5 blocks x (bn1, bn2), 3 shortcuts
+  for (const auto& [name, v] : both) {
+    CAPTURE(name);
+    std::vector<double> mean(v.size());
+    for (size_t i = 0; i < v.size(); ++i) mean[i] = 0.5 * (only_a.at(name)[i] + only_b.at(name)[i]);
+    require_close(v, mean, 1e-12);
+    REQUIRE(only_a.at(name) != only_b.at(name));
+  }
+}

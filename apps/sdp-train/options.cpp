@@ -50,6 +50,10 @@ void add_options(CLI::App& app, CliOptions& o) {
   auto* eval = app.add_option_group("Evaluation");
   eval->add_option("--eval-every", c.eval_every, "Evaluate every k steps; 0 disables (>= 0)");
   eval->add_option("--eval-batches", c.eval_batches, "Validation batches per evaluation (>= 1)");
+  eval->add_option("--recalibration-images", c.recalibration_images,
+                   "ResNets under forward masking: training images on which the assembled full "
+                   "model re-estimates its BatchNorm statistics before evaluation and "
+                   "checkpoints (>= 0; 0 = keep the gathered ones)");
   auto* run = app.add_option_group("Execution");
   run->add_option("--seed", c.seed, "Seed of initialization and data");
   run->add_option("--device", c.device, "cpu, meta (dry run) or cuda");

@@ -41,11 +41,13 @@ class OwnerGroups {
 
   // Buffers (BatchNorm running statistics) of every held group become the
   // mean over the ranks that hold it: its owners under forward masking,
-  // every rank under backward masking (all run the full forward). Each
-  // holder's running statistics estimate the same population statistics
-  // from different batches, so their average is the better estimate; the
-  // spread of the ranks' means is not added to the variance (each rank's
-  // running variance already measures the spread within its batches).
+  // every rank under backward masking. Meant for jobs where every rank runs
+  // the same (full) network, DDP and backward masking (the trainer calls it
+  // only there): each rank's running statistics then estimate the same
+  // population statistics from different batches, so their average is the
+  // better estimate; the spread of the ranks' means is not added to the
+  // variance. Under forward masking a statistic depends on the rank's whole
+  // subnetwork upstream, so owners' values are not estimates of one thing.
   // Collective over the world.
   void merge_buffers(ParameterSet& params);
 

@@ -7,7 +7,7 @@ namespace sdp {
 // One table of fields serves to_json, from_json and the unknown-key check.
 #define SDP_TRAIN_CONFIG_FIELDS(X)                                                      \
   X(model) X(data) X(batch) X(seq) X(grad_accum) X(steps) X(lr) X(min_lr) X(warmup)      \
-  X(weight_decay) X(beta1) X(beta2) X(eps) X(grad_clip) X(eval_every) X(eval_batches)     \
+  X(weight_decay) X(beta1) X(beta2) X(eps) X(grad_clip) X(eval_every) X(eval_batches) X(recalibration_images)     \
   X(seed) X(device) X(dtype) X(threads) X(strategy) X(active_fraction) X(plan)            \
   X(plan_seed) X(ffn_groups) X(head_groups) X(channel_groups) X(comm_timeout) X(bucket_mb) X(grad_reduce_dtype) X(emulate_world)              \
   X(emulate_rank) X(save_dir) X(save_every) X(resume) X(metrics) X(progress)
@@ -71,6 +71,7 @@ void TrainConfig::validate() const {
   at_least("warmup", warmup, 0);
   at_least("eval_every", eval_every, 0);
   at_least("eval_batches", eval_batches, 1);
+  at_least("recalibration_images", recalibration_images, 0);
   at_least("save_every", save_every, 0);
   at_least("threads", threads, 0);
   in_range("lr", lr, 0, 10, true);

@@ -34,6 +34,12 @@ struct TrainConfig {
   // evaluation
   int64_t eval_every = 50;              // 0 disables periodic evaluation
   int64_t eval_batches = 4;
+  // Image models with BatchNorm under forward masking: the full model
+  // assembled from the subnetworks (evaluation, checkpoints) re-estimates its
+  // running statistics on this many training images first (the ranks'
+  // statistics belong to their subnetworks, not to the union); 0 = keep the
+  // gathered ones.
+  int64_t recalibration_images = 1024;
   // reproducibility and execution
   uint64_t seed = 1234;
   std::string device = "cpu";           // cpu | meta | cuda

@@ -277,7 +277,26 @@ double Trainer::mean_loss(Model& model) {
 }
 
 void Trainer::merge_buffers() {
-  if (model_->params().has_buffers()) groups_->merge_buffers(model_->params());
+  if (model_->params().has_buffers() && full_model_everywhere())
+    groups_->merge_buffers(model_->params());
+}
+
+void Trainer::recalibrate_full_model(Model& full) {
+  if (!full.has_batch_statistics() || config_.recalibration_images == 0) return;
+  // The first images of a fresh, unsplit training stream: the same on every
+  // evaluation and for every world size.
+  auto source = make_batch_loader(config_, data::Split::train, data::StreamPart{},
+                                  full.allocator(), full.dtype());
+  const int64_t batches =
+      (config_.recalibration_images + source->examples() - 1) / source->examples();
+  int64_t done = 0;
+  full.recalibrate_statistics([&](Tensor& inputs, Tensor& targets) {
+    if (done++ == batches) return false;
+    source->next();
+    inputs = source->inputs();
+    targets = source->targets();
+    return true;
+  });
 }
 
 EvalResult Trainer::evaluate_all() {
@@ -299,7 +318,10 @@ EvalResult Trainer::evaluate_all() {
   } else {
     Model& full = gather_full_model(false);
     OwnedTensor loss(host_allocator(), {1}, DType::f64, MemCategory::comm);
-    if (w.rank() == 0) loss->data<double>()[0] = mean_loss(full);
+    if (w.rank() == 0) {
+      recalibrate_full_model(full);
+      loss->data<double>()[0] = mean_loss(full);
+    }
     w.broadcast(*loss, 0);
     out.full_loss = loss->data<double>()[0];
   }

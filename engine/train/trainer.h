@@ -105,9 +105,14 @@ class Trainer {
   bool full_model_everywhere() const;
   // Rank 0: the whole model assembled from the owners (collective).
   Model& gather_full_model(bool optimizer_state);
-  // Merges the BatchNorm running statistics of every storage group over the
-  // ranks that hold it (before evaluation and checkpoints; collective).
+  // Where every rank runs the full model (DDP, backward masking): averages
+  // the BatchNorm running statistics over the ranks (before evaluation and
+  // checkpoints; collective). Under forward masking each rank's statistics
+  // belong to its own subnetwork and stay as they are.
   void merge_buffers();
+  // Re-estimates the batch statistics of rank 0's assembled full model on
+  // config.recalibration_images training images.
+  void recalibrate_full_model(Model& full);
 
   TrainConfig config_;
   std::unique_ptr<comm::Communicator> own_world_;

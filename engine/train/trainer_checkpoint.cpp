@@ -3,7 +3,9 @@
 //   model.safetensors      parameters under Hugging Face LLaMA names (the
 //                          tied head is stored once, as HF does) or
 //                          torchvision ResNet names (with BatchNorm running
-//                          statistics, merged over their holders first)
+//                          statistics: averaged over the ranks where all run
+//                          the full model, re-estimated for the assembled
+//                          full model under forward masking)
 //   config.json            Model::config_json (for LLaMA the HF config)
 //                          (these two are written by export_hf_model, hf_export.h)
 //   optimizer.safetensors  AdamW moments: "exp_avg.<name>", "exp_avg_sq.<name>"
@@ -80,7 +82,8 @@ void Trainer::save_checkpoint(const fs::path& dir) {
   bool rank0_owns_all = true;
   for (const StorageGroup& g : layout_.groups) rank0_owns_all &= g.owners.front() == 0;
   merge_buffers();
-  const Model& source = rank0_owns_all ? *model_ : gather_full_model(true);
+  Model& source = rank0_owns_all ? *model_ : gather_full_model(true);
+  if (world_->rank() == 0 && &source != model_.get()) recalibrate_full_model(source);
   if (world_->rank() != 0) {
     world_->barrier();  // returns once rank 0 has committed the directory
     return;

@@ -69,6 +69,17 @@ class Model {
   virtual void backward(double loss_scale, bool split_weight_grads = false,
                         const GradsReady& ready = {}) = 0;
   virtual void backward_weight(const GradsReady& ready = {}) = 0;
+
+  // Models with batch statistics (BatchNorm running statistics, buffers of
+  // the ParameterSet) re-estimate them for the parameters they hold now:
+  // reset, then the exact mean over training-mode forwards of the batches
+  // `next` yields (it fills inputs and targets and returns false when done);
+  // nothing is kept, no gradient is computed. Used where the statistics at
+  // hand do not belong to this network (a full model assembled from
+  // subnetworks). Models without batch statistics do nothing.
+  using BatchFeed = std::function<bool(Tensor& inputs, Tensor& targets)>;
+  virtual bool has_batch_statistics() const { return false; }
+  virtual void recalibrate_statistics(const BatchFeed& next) { (void)next; }
 };
 
 }  // namespace sdp

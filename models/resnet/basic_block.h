@@ -60,6 +60,8 @@ struct BatchNormSettings {
 
 class BasicBlock {
  public:
+  // `bn` is the model's: it outlives the block, and the model may change
+  // its momentum (statistics recalibration).
   BasicBlock(const BasicBlockShape& shape, const BatchNormSettings& bn, ParameterSet& params,
              int index, BasicBlockParams ids);
   const BasicBlockParams& ids() const { return ids_; }
@@ -108,7 +110,7 @@ class BasicBlock {
   Conv2dGeometry shortcut_geometry() const { return {1, shape_.stride, 0}; }
 
   BasicBlockShape shape_;
-  BatchNormSettings bn_;
+  const BatchNormSettings& bn_;
   ParameterSet& params_;
   int index_;
   BasicBlockParams ids_;

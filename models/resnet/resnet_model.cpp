@@ -72,7 +72,7 @@ std::vector<Component> ResNetModel::component_specs(const ResNetConfig& config,
 }
 
 ResNetModel::ResNetModel(const ResNetConfig& config, ModelLayout layout)
-    : config_(config), layout_(std::move(layout)) {
+    : config_(config), bn_{config.bn_eps, config.bn_momentum}, layout_(std::move(layout)) {
   components_ = component_specs(config_, layout_);
   place_components(components_, layout_, params_);
   declare_parameters();
@@ -183,9 +183,8 @@ void ResNetModel::declare_parameters() {
              " does not belong to a ResNet");
     }
   }
-  const BatchNormSettings bn{c.bn_eps, c.bn_momentum};
   for (size_t b = 0; b < sites.size(); ++b)
-    blocks_.push_back(std::make_unique<BasicBlock>(sites[b].shape, bn, params_,
+    blocks_.push_back(std::make_unique<BasicBlock>(sites[b].shape, bn_, params_,
                                                    static_cast<int>(b), std::move(blocks[b])));
 }
 
@@ -205,7 +204,7 @@ Tensor ResNetModel::run_trunk(const Tensor& images, bool train) {
   const int64_t B = images.size(0), H = images.size(2), W = images.size(3);
   const int64_t C0 = config_.widths[0];
   const DType st = accum_dtype(dtype_);
-  const BatchNormSettings bn{config_.bn_eps, config_.bn_momentum};
+  const BatchNormSettings& bn = bn_;
   stream_.clear();
   ran_.clear();
 
@@ -347,6 +346,35 @@ void ResNetModel::backward_weight(const GradsReady& ready) {
   }
   stream_.clear();
   ran_.clear();
+}
+
+void ResNetModel::release_saved() {
+  stem_.reset();
+  head_.reset();
+  for (auto& block : blocks_) block->release();
+  stream_.clear();
+  ran_.clear();
+}
+
+void ResNetModel::recalibrate_statistics(const BatchFeed& next) {
+  SDP_CHECK(alloc_, "materialize() the model before recalibrating its statistics");
+  // Start from the initial statistics (mean 0, variance 1), then average:
+  // momentum 1 / (k + 1) at the k-th batch makes each running value the
+  // plain mean of the batches' values (PyTorch's momentum = None).
+  for (int id = 0; id < params_.count(); ++id) {
+    const ParamDecl& d = params_.decl(id);
+    if (!d.buffer || !params_.is_materialized(id)) continue;
+    Tensor b = params_.param(id);
+    ops::fill(b, d.init == InitKind::ones ? 1.0 : 0.0);
+  }
+  const double momentum = bn_.momentum;
+  Tensor images, labels;
+  for (int k = 0; next(images, labels); ++k) {
+    bn_.momentum = 1.0 / (k + 1);
+    forward(images, labels, /*keep_for_backward=*/true);
+    release_saved();
+  }
+  bn_.momentum = momentum;
 }
 
 void ResNetModel::logits(const Tensor& images, Tensor& out) {

@@ -62,6 +62,8 @@ class ResNetModel final : public Model {
   void backward(double loss_scale, bool split_weight_grads = false,
                 const GradsReady& ready = {}) override;
   void backward_weight(const GradsReady& ready = {}) override;
+  bool has_batch_statistics() const override { return true; }
+  void recalibrate_statistics(const BatchFeed& next) override;
   // Class scores [B, num_classes] of an evaluation forward.
   void logits(const Tensor& images, Tensor& out);
 
@@ -76,8 +78,11 @@ class ResNetModel final : public Model {
   // training, keeps every stage of the residual stream for backward.
   Tensor run_trunk(const Tensor& images, bool train);
   void report(const std::vector<int>& ids, const GradsReady& ready) const;
+  // Drops everything a training forward kept.
+  void release_saved();
 
   ResNetConfig config_;
+  BatchNormSettings bn_;  // read by every BatchNorm (the blocks hold a reference)
   ModelLayout layout_;
   std::vector<Component> components_;
   ParameterSet params_;

@@ -3,8 +3,8 @@
 // its plan gives the rank (parameters, BatchNorm buffers, gradients, AdamW
 // moments), the communication counters equal the analytic volume of the
 // plan, owners keep identical parameters, SDP(C = 1) is DDP bit for bit,
-// and evaluation merges the BatchNorm running statistics of each component
-// over the ranks that hold it.
+// and evaluation averages the BatchNorm running statistics over the ranks
+// only where they all run the full model (backward masking).
 #include <catch2/catch.hpp>
 
 #include <algorithm>
@@ -83,40 +83,49 @@ TEST_CASE("ResNet-18: communication counters equal the analytic volume of the pl
   }
 }
 
-TEST_CASE("ResNet-18: owners agree after every step, SDP(C = 1) is DDP, evaluation merges "
-          "BatchNorm statistics",
+TEST_CASE("ResNet-18: owners agree after every step, SDP(C = 1) is DDP, BatchNorm statistics "
+          "are averaged only where every rank runs the full model",
           "[mpi][resnet]") {
   SDP_MPI_NEEDS_RANKS(2);
   Trainer ddp(resnet_job("ddp"), world());
   Trainer blocks(resnet_job("b-sdp", 1.0), world());
   for (int s = 0; s < 2; ++s) CHECK(blocks.train_step().loss == ddp.train_step().loss);
 
-  for (const char* strategy : {"b-sdp", "n-sdp"}) {
+  for (const char* strategy : {"b-sdp", "n-sdp", "bb-sdp"}) {
     CAPTURE(strategy);
     Trainer t(resnet_job(strategy, 0.5), world());
     for (int s = 0; s < 2; ++s) t.train_step();
     const SubnetLayout& L = t.layout();
     const ParameterSet& p = t.model().params();
-    auto agree = [&](int g, const Tensor& mine_t) {
-      uint64_t mine = p.group_decl(g).materialized ? bytes_hash(mine_t) : 0;
+    const bool everyone_full = L.spec.masking == Masking::backward;
+    // Whether the ranks holding group g (its owners; all under backward
+    // masking) hold identical bytes of `part`.
+    auto agree = [&](int g, const Tensor& part) {
+      uint64_t mine = p.group_decl(g).materialized ? bytes_hash(part) : 0;
       std::vector<uint64_t> all(static_cast<size_t>(size()));
       MPI_Allgather(&mine, 1, MPI_UINT64_T, all.data(), 1, MPI_UINT64_T, MPI_COMM_WORLD);
-      const StorageGroup& sg = L.groups[static_cast<size_t>(g)];
+      const std::vector<int>& holders =
+          everyone_full ? L.groups[0].owners : L.groups[static_cast<size_t>(g)].owners;
       bool same = true;
-      for (int r : sg.owners) same &= all[static_cast<size_t>(r)] == all[static_cast<size_t>(sg.owners[0])];
+      for (int r : holders) same &= all[static_cast<size_t>(r)] == all[static_cast<size_t>(holders[0])];
       return same;
     };
     bool buffers_differ = false;
     for (int g = 0; g < p.group_count(); ++g) {
       CHECK(agree(g, p.group_params(g)));
-      if (p.group_decl(g).buffer_numel > 0 && L.groups[static_cast<size_t>(g)].owners.size() > 1)
-        buffers_differ |= !agree(g, p.group_buffers(g));
+      if (p.group_decl(g).buffer_numel > 0) buffers_differ |= !agree(g, p.group_buffers(g));
     }
-    // Each owner's statistics come from its own images until evaluation merges them.
+    // Each rank's statistics come from its own images (and, under forward
+    // masking, its own subnetwork).
     CHECK(buffers_differ);
     const EvalResult e = t.evaluate_all();
     CHECK(std::isfinite(e.full_loss));
+    // Evaluation averages them where every rank runs the full model, and
+    // leaves each subnetwork its own under forward masking (rank 0's full
+    // model re-estimates its own instead).
+    bool merged = true;
     for (int g = 0; g < p.group_count(); ++g)
-      if (p.group_decl(g).buffer_numel > 0) CHECK(agree(g, p.group_buffers(g)));
+      if (p.group_decl(g).buffer_numel > 0) merged &= agree(g, p.group_buffers(g));
+    CHECK(merged == everyone_full);
   }
 }
