@@ -19,7 +19,7 @@
 # Torch: `bench/torch_ref/resnet_step_bench.py` (one fixed random batch).
 #
 # Environment: BUILD (build), ROUNDS (3), STEPS (4), WARMUP (2),
-# CORETYPES ("default Haswell"; default = the variable unset),
+# CORETYPES ("default Haswell SkylakeX"; default = the variable unset),
 # CONFIGS ("resnet18:32 resnet18:128:1:3 wrn18:32:1:3": MODEL:BATCH[:ROUNDS[:STEPS]]),
 # RAW (file for the JSON lines, default a temp file).
 # `bash bench/resnet_cpu_vs_torch.sh --table RAW...` re-prints the table of saved runs.
@@ -29,7 +29,7 @@ BUILD=${BUILD:-build}
 ROUNDS=${ROUNDS:-3}
 STEPS=${STEPS:-4}
 WARMUP=${WARMUP:-2}
-CORETYPES=${CORETYPES:-"default Haswell"}
+CORETYPES=${CORETYPES:-"default Haswell SkylakeX"}
 CONFIGS=${CONFIGS:-"resnet18:32 resnet18:128:1:3 wrn18:32:1:3"}
 RAW=${RAW:-$(mktemp /tmp/resnet_cpu_vs_torch.XXXXXX.jsonl)}
 PY=/usr/bin/python3

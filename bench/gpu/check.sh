@@ -405,7 +405,9 @@ st_torch() {  # MODE MODEL STEPS
 # with bf16 autocast, then f32, each on the same model, batch and 32 x 32
 # synthetic images; nvidia-smi sampled during each. Ours draws each batch on
 # the host (the synthetic image set, no prefetch) inside its timed step;
-# torch reuses one batch on the device. A failed run does not stop the rest.
+# torch reuses one batch on the device. So ours' resnet-tiny at the same
+# batch runs last: its step is the data, copy and launch floor under ours'.
+# A failed run does not stop the rest.
 st_resnet() {
   local model=$RESNET_MODEL rc=0 dtype precision dtypes=(bf16 f32) extra=()
   if ((DRY)); then
@@ -433,6 +435,12 @@ st_resnet() {
       --precision "$precision" "${extra[@]}" --json "$RES/resnet_torch_${precision}_$model.json" ||
       rc=1
   done
+  if [[ -x $SDP_TRAIN ]]; then
+    echo "== ours floor: resnet-tiny ${dtypes[0]}"
+    "$SDP_TRAIN" --device "$RUN_DEVICE" --dtype "${dtypes[0]}" --model resnet-tiny \
+      --data synthetic-images --batch "$RESNET_BATCH" --steps "$RESNET_STEPS" --eval-every 0 \
+      --progress false --metrics "$RES/resnet_ours_floor_$model.jsonl" || rc=1
+  fi
   return $rc
 }
 

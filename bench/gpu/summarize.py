@@ -280,10 +280,18 @@ def resnet_runs(res, config, measured_peak):
     impls += [(f"torch eager {p}", "bf16" if p == "autocast" else "f32", resnet_torch_figures(
         os.path.join(res, f"resnet_torch_{p}_{model}.json")),
         os.path.join(res, f"smi_resnet_torch_{p}_{model}.txt")) for p in ("autocast", "f32")]
+    # resnet-tiny at the same batch: ours' data, copy and launch floor.
+    impls.append(("ours floor: resnet-tiny", "bf16" if config.get("dry") != "1" else "f32",
+                  resnet_ours_figures(os.path.join(res, f"resnet_ours_floor_{model}.jsonl")), ""))
     for name, dtype, fig, smi in impls:
         if fig is None:
             continue
         fig = dict(fig, impl=name, model=model, dtype=dtype, smi_peak=smi_peak_bytes(smi))
+        if name.startswith("ours floor"):
+            fig["model"] = "resnet-tiny"
+            fig.pop("flops_counted", None)
+            runs.append(fig)
+            continue
         if "step_s" in fig:
             same_batch = fig.get("images_per_step") == batch
             fig["flops_formula"] = formula if same_batch else None
@@ -498,7 +506,8 @@ def resnet_markdown(s):
     lines = ["", f"CIFAR ResNet {config.get('resnet_model')}: batch {config.get('resnet_batch')} "
              f"x 3 x 32 x 32, {config.get('resnet_steps')} steps; ours draws its batch on the host "
              "in the step, torch reuses one device batch; TFLOP/s by formula (torch_resnet_step.py); "
-             "MFU of the bf16 rows against the measured GEMM peak | the spec", ""]
+             "MFU of the bf16 rows against the measured GEMM peak | the spec; the resnet-tiny row "
+             "(ours, same batch) is the floor of data, copy and launches under ours' step", ""]
     rows = []
     for r in runs:
         if "step_s" not in r:
