@@ -409,17 +409,20 @@ st_torch() {  # MODE MODEL STEPS
 # batch runs last: its step is the data, copy and launch floor under ours'.
 # A failed run does not stop the rest.
 st_resnet() {
-  local model=$RESNET_MODEL rc=0 dtype precision dtypes=(bf16 f32) extra=()
+  local model=$RESNET_MODEL rc=0 dtype precision dtypes=(bf16 f32) extra=() ours_extra=()
   if ((DRY)); then
     dtypes=(f32)  # the CPU engine has no bf16
     extra=(--device cpu --threads "$JOBS")
+    ours_extra=(--threads "$JOBS")
   fi
   if [[ -x $SDP_TRAIN ]]; then
     for dtype in "${dtypes[@]}"; do
       echo "== ours $dtype"
-      with_smi "$RES/smi_resnet_ours_${dtype}_$model.txt" "$SDP_TRAIN" --device "$RUN_DEVICE" \
+      # NCCL (the one-rank world of a cuda run) logs only its warnings.
+      with_smi "$RES/smi_resnet_ours_${dtype}_$model.txt" env NCCL_DEBUG="${NCCL_DEBUG:-WARN}" \
+        "$SDP_TRAIN" --device "$RUN_DEVICE" \
         --dtype "$dtype" --model "$model" --data synthetic-images --batch "$RESNET_BATCH" \
-        --steps "$RESNET_STEPS" --eval-every 0 --progress false \
+        --steps "$RESNET_STEPS" --eval-every 0 --progress false "${ours_extra[@]}" \
         --metrics "$RES/resnet_ours_${dtype}_$model.jsonl" || rc=1
     done
   else
@@ -437,9 +440,10 @@ st_resnet() {
   done
   if [[ -x $SDP_TRAIN ]]; then
     echo "== ours floor: resnet-tiny ${dtypes[0]}"
-    "$SDP_TRAIN" --device "$RUN_DEVICE" --dtype "${dtypes[0]}" --model resnet-tiny \
+    env NCCL_DEBUG="${NCCL_DEBUG:-WARN}" "$SDP_TRAIN" --device "$RUN_DEVICE" \
+      --dtype "${dtypes[0]}" --model resnet-tiny \
       --data synthetic-images --batch "$RESNET_BATCH" --steps "$RESNET_STEPS" --eval-every 0 \
-      --progress false --metrics "$RES/resnet_ours_floor_$model.jsonl" || rc=1
+      --progress false "${ours_extra[@]}" --metrics "$RES/resnet_ours_floor_$model.jsonl" || rc=1
   fi
   return $rc
 }
