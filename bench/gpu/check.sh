@@ -20,7 +20,11 @@
 # SDP_CHECK_JOBS (all cores), SDP_CHECK_BUILD (build-gpu),
 # SDP_CHECK_TARGETS (empty: all), SDP_CHECK_WORK (/tmp/sdp-gpu-check),
 # SDP_CHECK_CPU_TESTS (a ctest -R regex; empty: every CPU test; --dry: ^comm),
-# SDP_CHECK_PYTHON (the python with torch), SDP_CHECK_CMAKE_ARGS (extra).
+# SDP_CHECK_PYTHON (the python with torch), SDP_CHECK_CMAKE_ARGS (extra),
+# SDP_CHECK_RESNET ("on": the CIFAR ResNet stage after the first model's
+# benchmarks; "only": build, then that stage alone, e.g. for a second call on
+# the warm machine; "off"), SDP_CHECK_RESNET_MODEL (resnet18),
+# SDP_CHECK_RESNET_BATCH (128), SDP_CHECK_RESNET_STEPS (20).
 set -uo pipefail
 
 START=$(date +%s)
@@ -33,7 +37,7 @@ DRY_REASON=""
 for arg in "$@"; do
   case $arg in
     --dry) DRY=1; DRY_REASON="--dry given" ;;
-    -h|--help) sed -n '2,27p' "$0"; exit 0 ;;
+    -h|--help) sed -n '2,31p' "$0"; exit 0 ;;
     *) echo "check.sh: unknown argument '$arg' (valid: --dry, --help)" >&2; exit 2 ;;
   esac
 done
@@ -54,6 +58,14 @@ BATCH=${SDP_CHECK_BATCH:-16}
 SEQ=${SDP_CHECK_SEQ:-1024}
 STEPS=${SDP_CHECK_STEPS:-20}
 CPU_TESTS=${SDP_CHECK_CPU_TESTS-}
+RESNET=${SDP_CHECK_RESNET:-on}
+RESNET_MODEL=${SDP_CHECK_RESNET_MODEL:-resnet18}
+RESNET_BATCH=${SDP_CHECK_RESNET_BATCH:-128}
+RESNET_STEPS=${SDP_CHECK_RESNET_STEPS:-20}
+case $RESNET in
+  on|only|off) ;;
+  *) echo "check.sh: SDP_CHECK_RESNET='$RESNET' (valid: on, only, off)" >&2; exit 2 ;;
+esac
 ORIG_LD_LIBRARY_PATH=${LD_LIBRARY_PATH:-}
 OPENBLAS_DIR=$PREFIX/usr/lib/x86_64-linux-gnu/openblas-openmp
 SDP_TRAIN=$BUILD/bin/sdp-train
@@ -85,6 +97,7 @@ if ((DRY)); then
   # Stand-ins that exercise every parser on this machine's CPU in seconds.
   MODELS=(tiny)
   BATCH=2 SEQ=64 STEPS=6
+  RESNET_MODEL=resnet-tiny RESNET_BATCH=8 RESNET_STEPS=6
   RUN_DEVICE=cpu RUN_DTYPE=f32
   CPU_TESTS=${SDP_CHECK_CPU_TESTS-^comm}
 else
@@ -102,10 +115,15 @@ fi
   echo "models=${MODELS[*]}"
   echo "python_torch=$PY_TORCH"
   echo "start=$START"
+  echo "resnet=$RESNET"
+  echo "resnet_model=$RESNET_MODEL"
+  echo "resnet_batch=$RESNET_BATCH"
+  echo "resnet_steps=$RESNET_STEPS"
 } > "$RES/config.txt"
 
 export REPO HERE WORK LOGS RES PREFIX BUILD JOBS TARGETS BATCH SEQ STEPS CPU_TESTS DRY
 export PY_TORCH PY OPENBLAS_DIR SDP_TRAIN RUN_DEVICE RUN_DTYPE ORIG_LD_LIBRARY_PATH
+export RESNET_MODEL RESNET_BATCH RESNET_STEPS
 
 # ---- stage bookkeeping ----------------------------------------------------
 record() {  # NAME STATUS SECONDS LIMIT NOTE
@@ -383,8 +401,55 @@ st_torch() {  # MODE MODEL STEPS
     --json "$RES/torch_$1_$2.json"
 }
 
+# The CIFAR ResNet (issue 5): ours in bf16, then f32, then PyTorch eager
+# with bf16 autocast, then f32, each on the same model, batch and 32 x 32
+# synthetic images; nvidia-smi sampled during each. Ours draws each batch on
+# the host (the synthetic image set, no prefetch) inside its timed step;
+# torch reuses one batch on the device. So ours' resnet-tiny at the same
+# batch runs last: its step is the data, copy and launch floor under ours'.
+# A failed run does not stop the rest.
+st_resnet() {
+  local model=$RESNET_MODEL rc=0 dtype precision dtypes=(bf16 f32) extra=() ours_extra=()
+  if ((DRY)); then
+    dtypes=(f32)  # the CPU engine has no bf16
+    extra=(--device cpu --threads "$JOBS")
+    ours_extra=(--threads "$JOBS")
+  fi
+  if [[ -x $SDP_TRAIN ]]; then
+    for dtype in "${dtypes[@]}"; do
+      echo "== ours $dtype"
+      # NCCL (the one-rank world of a cuda run) logs only its warnings.
+      with_smi "$RES/smi_resnet_ours_${dtype}_$model.txt" env NCCL_DEBUG="${NCCL_DEBUG:-WARN}" \
+        "$SDP_TRAIN" --device "$RUN_DEVICE" \
+        --dtype "$dtype" --model "$model" --data synthetic-images --batch "$RESNET_BATCH" \
+        --steps "$RESNET_STEPS" --eval-every 0 --progress false "${ours_extra[@]}" \
+        --metrics "$RES/resnet_ours_${dtype}_$model.jsonl" || rc=1
+    done
+  else
+    echo "no $SDP_TRAIN: ours skipped"
+    rc=1
+  fi
+  [[ -n $PY_TORCH ]] || { echo "no python with torch"; return 1; }
+  for precision in autocast f32; do
+    echo "== torch eager $precision"
+    with_smi "$RES/smi_resnet_torch_${precision}_$model.txt" with_original_library_path \
+      PYTHONUNBUFFERED=1 "$PY_TORCH" "$HERE/torch_resnet_step.py" --model "$model" \
+      --batch "$RESNET_BATCH" --steps "$RESNET_STEPS" --warmup "$( ((DRY)) && echo 1 || echo 5)" \
+      --precision "$precision" "${extra[@]}" --json "$RES/resnet_torch_${precision}_$model.json" ||
+      rc=1
+  done
+  if [[ -x $SDP_TRAIN ]]; then
+    echo "== ours floor: resnet-tiny ${dtypes[0]}"
+    env NCCL_DEBUG="${NCCL_DEBUG:-WARN}" "$SDP_TRAIN" --device "$RUN_DEVICE" \
+      --dtype "${dtypes[0]}" --model resnet-tiny \
+      --data synthetic-images --batch "$RESNET_BATCH" --steps "$RESNET_STEPS" --eval-every 0 \
+      --progress false "${ours_extra[@]}" --metrics "$RES/resnet_ours_floor_$model.jsonl" || rc=1
+  fi
+  return $rc
+}
+
 export -f with_original_library_path st_env st_gemm st_deps st_configure st_build st_predict st_cuda_tests \
-  st_cuda_tests_list st_nccl_smoke st_cpu_tests with_smi st_ours st_ours_sdp st_torch
+  st_cuda_tests_list st_nccl_smoke st_cpu_tests with_smi st_ours st_ours_sdp st_torch st_resnet
 
 # ---- the run --------------------------------------------------------------
 say "repo $REPO, work $WORK, out $OUT, budget ${BUDGET_S} s$( ((DRY)) && echo ", DRY: $DRY_REASON")"
@@ -423,6 +488,15 @@ if [[ ! -x $SDP_TRAIN ]]; then
   say "no $SDP_TRAIN: the engine's benchmarks are skipped"
 fi
 
+if [[ $RESNET == only ]]; then
+  stage "resnet_$RESNET_MODEL" 300 40 st_resnet
+  refresh_out
+  say "done in $(($(date +%s) - START)) s (SDP_CHECK_RESNET=only); in $OUT: summary.md results.json failures.txt logs.tar.gz"
+  echo
+  cat "$OUT/summary.md" 2>/dev/null || tail -n 20 "$LOGS/summarize.log" 2>/dev/null
+  exit 0
+fi
+
 first=${MODELS[0]}
 [[ -x $SDP_TRAIN ]] && stage "predict_$first" 60 10 st_predict "$first"
 if ((DRY)); then
@@ -447,6 +521,7 @@ if [[ -x $SDP_TRAIN ]]; then
     stage "ours_${strategy}_$first" 90 30 st_ours_sdp "$first" "$strategy" 10
   done
 fi
+[[ $RESNET == on ]] && stage "resnet_$RESNET_MODEL" 120 45 st_resnet
 stage cpu_tests 150 40 st_cpu_tests
 
 # Larger models, as far as the budget goes: ours and eager first, then compile.

@@ -16,6 +16,11 @@ counted (metrics "flops"), every implementation also with the formula of
 torch_llama_step.py (6 x matmul weights x tokens + causal attention), so
 the two can be compared; the peak is the measured bf16 GEMM rate
 (gemm_peak.py) and the datasheet's 989 TFLOP/s.
+
+The CIFAR ResNet stage (check.sh st_resnet) gets a table of its own: ours in
+bf16 and f32 against torch eager with bf16 autocast and in f32, images/s from
+the same median step times, TFLOP/s by torch_resnet_step.step_flops (the
+engine counts the same figure), peak memory as above.
 """
 
 import argparse
@@ -24,6 +29,10 @@ import os
 import statistics
 import sys
 import xml.etree.ElementTree as ET
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, HERE)
+import torch_resnet_step  # noqa: E402  (stdlib only at import: its FLOPs formula)
 
 SPEC_TFLOPS = 989.0
 GIB = 2.0 ** 30
@@ -211,6 +220,93 @@ def torch_figures(path):
     }
 
 
+def resnet_ours_figures(path):
+    """Ours on a ResNet: the median step after the first 3, as ours_figures."""
+    records = read_jsonl(path)
+    steps = [r for r in records if isinstance(r, dict) and "step" in r and "seconds" in r]
+    if not steps:
+        return None
+    summary = next((r for r in records if isinstance(r, dict) and r.get("summary")), None)
+    timed = [r for r in steps if r["step"] > SKIPPED_WARMUP_STEPS] or steps[1:] or steps
+    step_s = statistics.median(float(r["seconds"]) for r in timed)
+    images = float(timed[-1].get("images", 0))
+    flops = [float(r["flops"]) for r in timed if isinstance(r.get("flops"), (int, float))]
+    peaks = [find_bytes(r.get("memory", {}).get("peak", {}), "total") for r in steps
+             if isinstance(r.get("memory"), dict)]
+    reserved = [find_bytes(r.get("memory", {}), "reserved") for r in steps
+                if isinstance(r.get("memory"), dict)]
+    peaks = [p for p in peaks if p is not None]
+    reserved = [p for p in reserved if p is not None]
+    return {
+        "status": "ok" if summary else "partial: no summary line", "steps": len(steps),
+        "step_s": step_s, "images_per_step": images,
+        "images_per_s": images / step_s if images else None,
+        "flops_counted": statistics.median(flops) if flops else None,
+        "peak_allocated": max(peaks) if peaks else None,
+        "peak_reserved": max(reserved) if reserved else None,
+        "loss_first": steps[0].get("loss"), "loss_last": steps[-1].get("loss"),
+        "parameters": (summary or {}).get("parameters"),
+    }
+
+
+def resnet_torch_figures(path):
+    r = read_json(path)
+    if not r:
+        return None
+    if r.get("status") != "ok":
+        return {"status": r.get("status", "?"), "reason": r.get("reason", "")}
+    return {
+        "status": "ok", "step_s": r["step_ms"] / 1e3, "images_per_step": r["batch"],
+        "images_per_s": r["images_per_s"], "flops_counted": None,
+        "peak_allocated": r.get("max_memory_allocated"),
+        "peak_reserved": r.get("max_memory_reserved"),
+        "loss_first": r.get("loss_first"), "loss_last": r.get("loss_last"),
+        "parameters": r.get("params"), "warmup_s": r.get("warmup_s"),
+    }
+
+
+def resnet_runs(res, config, measured_peak):
+    """The ResNet stage's rows: ours bf16 / f32, torch autocast / f32."""
+    model = config.get("resnet_model", "")
+    batch = int(config.get("resnet_batch", 0) or 0)
+    if not model:
+        return []
+    formula = (torch_resnet_step.step_flops(model, batch, 32, 32, 10)
+               if model in torch_resnet_step.MODELS and batch else None)
+    runs = []
+    impls = [(f"ours {dt}", dt, resnet_ours_figures(
+        os.path.join(res, f"resnet_ours_{dt}_{model}.jsonl")),
+        os.path.join(res, f"smi_resnet_ours_{dt}_{model}.txt")) for dt in ("bf16", "f32")]
+    impls += [(f"torch eager {p}", "bf16" if p == "autocast" else "f32", resnet_torch_figures(
+        os.path.join(res, f"resnet_torch_{p}_{model}.json")),
+        os.path.join(res, f"smi_resnet_torch_{p}_{model}.txt")) for p in ("autocast", "f32")]
+    # resnet-tiny at the same batch: ours' data, copy and launch floor.
+    impls.append(("ours floor: resnet-tiny", "bf16" if config.get("dry") != "1" else "f32",
+                  resnet_ours_figures(os.path.join(res, f"resnet_ours_floor_{model}.jsonl")), ""))
+    for name, dtype, fig, smi in impls:
+        if fig is None:
+            continue
+        fig = dict(fig, impl=name, model=model, dtype=dtype, smi_peak=smi_peak_bytes(smi))
+        if name.startswith("ours floor"):
+            fig["model"] = "resnet-tiny"
+            fig.pop("flops_counted", None)
+            runs.append(fig)
+            continue
+        if "step_s" in fig:
+            same_batch = fig.get("images_per_step") == batch
+            fig["flops_formula"] = formula if same_batch else None
+            fig["tflops_formula"] = (formula / fig["step_s"] / 1e12
+                                     if formula and same_batch else None)
+            fig["tflops_counted"] = (fig["flops_counted"] / fig["step_s"] / 1e12
+                                     if fig.get("flops_counted") else None)
+            # MFU only against bf16 peaks: f32 runs on other units.
+            peak = fig["tflops_formula"] if dtype == "bf16" else None
+            fig["mfu_formula_measured"] = peak / measured_peak if peak and measured_peak else None
+            fig["mfu_formula_spec"] = peak / SPEC_TFLOPS if peak else None
+        runs.append(fig)
+    return runs
+
+
 def predicted_peak(path):
     for r in read_jsonl(path):
         if isinstance(r, dict) and r.get("dry_run"):
@@ -302,7 +398,8 @@ def summarize(work):
             runs.append(fig)
 
     return {"config": config, "env": env, "stages": stages, "gemm": gemm, "tests": tests,
-            "runs": runs, "dry": dry, "measured_peak_tflops": measured_peak}
+            "runs": runs, "dry": dry, "measured_peak_tflops": measured_peak,
+            "resnet_runs": resnet_runs(res, config, measured_peak)}
 
 
 def markdown(s):
@@ -395,7 +492,43 @@ def markdown(s):
     if notes:
         lines.append("")
         lines.append("; ".join(notes))
+    lines += resnet_markdown(s)
     return "\n".join(lines) + "\n"
+
+
+def resnet_markdown(s):
+    runs = s.get("resnet_runs") or []
+    config = s["config"]
+    if not runs:
+        if config.get("resnet_model") and config.get("resnet") != "off":
+            return ["", f"CIFAR ResNet {config['resnet_model']}: no results (see the stages above)"]
+        return []
+    lines = ["", f"CIFAR ResNet {config.get('resnet_model')}: batch {config.get('resnet_batch')} "
+             f"x 3 x 32 x 32, {config.get('resnet_steps')} steps; ours draws its batch on the host "
+             "in the step, torch reuses one device batch; TFLOP/s by formula (torch_resnet_step.py); "
+             "MFU of the bf16 rows against the measured GEMM peak | the spec; the resnet-tiny row "
+             "(ours, same batch) is the floor of data, copy and launches under ours' step", ""]
+    rows = []
+    for r in runs:
+        if "step_s" not in r:
+            rows.append((r["model"], r["impl"], r.get("status", "?"), "", "", "", "", "", "", "",
+                         r.get("reason", "")[:60]))
+            continue
+        mfu = (f"{pct(r.get('mfu_formula_measured'))} / {pct(r.get('mfu_formula_spec'))}"
+               if r.get("mfu_formula_spec") else "-")
+        loss = (f"{r['loss_first']:.3f}->{r['loss_last']:.3f}"
+                if isinstance(r.get("loss_first"), (int, float))
+                and isinstance(r.get("loss_last"), (int, float)) else "-")
+        impl = r["impl"] if r.get("status") == "ok" else f"{r['impl']} ({r.get('status')})"
+        rows.append((r["model"], impl, num(r.get("images_per_s")), num(r["step_s"] * 1e3, 2),
+                     num(r.get("tflops_formula"), 2), mfu, gib(r.get("peak_allocated")),
+                     gib(r.get("peak_reserved")), gib(r.get("smi_peak")),
+                     num((r.get("flops_counted") or 0) / r["flops_formula"], 3)
+                     if r.get("flops_counted") and r.get("flops_formula") else "-", loss))
+    lines += table(["model", "impl", "images/s", "step ms", "TFLOP/s", "MFU bf16",
+                    "peak alloc", "peak reserved", "nvidia-smi max", "counted / formula FLOPs",
+                    "loss"], rows)
+    return lines
 
 
 def failures(s, work):
