@@ -28,6 +28,7 @@ TrainConfig resnet_job(const std::string& strategy, double active_fraction = 1.0
   c.lr = 1e-3;
   c.eval_every = 0;
   c.eval_batches = 1;
+  c.recalibration_images = 32;  // rank 0 alone re-estimates the full model's statistics
   c.progress = false;
   c.strategy = strategy;
   c.active_fraction = active_fraction;
