@@ -13,9 +13,11 @@
 # BatchNorm recalibration: an SDP rank updates the running statistics of the
 # BatchNorm layers it holds with the activations of its own subnetwork, whose
 # residual stream (B-SDP: other blocks skipped) or block sums (N-SDP: half the
-# channel groups) differ from the full model's; the full model evaluated
-# with those statistics is far worse than it is. So after each run its final
-# checkpoint (the full model) is resumed in one process for RECAL more steps
+# channel groups) differ from the full model's. The engine therefore
+# re-estimates the assembled full model's statistics before it evaluates or
+# saves it (--recalibration-images, default 1024: an exact average over
+# training batches). As an independent check by another route, after each
+# run its final checkpoint (the full model) is resumed in one process for RECAL more steps
 # at lr 1e-12 (the weights do not move; BatchNorm in training mode pulls the
 # running statistics, momentum 0.1, to the full model's own: 0.9^RECAL of
 # the old ones are left) on global batches (BATCH x RANKS), then evaluated
