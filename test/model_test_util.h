@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <functional>
 #include <map>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -58,6 +59,26 @@ inline std::vector<bool> groups_where(const std::vector<Component>& components, 
   std::vector<bool> held(static_cast<size_t>(group_count), false);
   for (const Component& c : components) held[static_cast<size_t>(c.group)] = keep(c);
   return held;
+}
+
+using ComponentFilter = std::function<bool(const Component&)>;
+
+// An f64 model of `config` cut by `layout`, holding the components `held`
+// accepts (all when empty) and training those `trained` accepts (= held when
+// empty), with gradients allocated and `weights` loaded.
+template <typename ModelT, typename Config>
+std::unique_ptr<ModelT> build_model(const Config& config, const ModelLayout& layout,
+                                    CpuAllocator& alloc, const Weights& weights, Arena& arena,
+                                    const ComponentFilter& held = {},
+                                    const ComponentFilter& trained = {}) {
+  auto m = std::make_unique<ModelT>(config, layout);
+  const int groups = m->params().group_count();
+  m->materialize(alloc, DType::f64,
+                 held ? groups_where(m->components(), groups, held) : std::vector<bool>{},
+                 trained ? groups_where(m->components(), groups, trained) : std::vector<bool>{});
+  m->params().allocate_grads();
+  load_full(m->params(), weights, arena);
+  return m;
 }
 
 }  // namespace sdp::testing

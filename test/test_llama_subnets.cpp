@@ -45,10 +45,6 @@ using sdp::testing::Weights;
 Weights full_values(const LlamaModel& m, bool grads, Arena& arena) {
   return sdp::testing::full_values(m.params(), grads, arena);
 }
-// Sets every part of `m` from full tensors.
-void load_full(LlamaModel& m, const Weights& values, Arena& arena) {
-  sdp::testing::load_full(m.params(), values, arena);
-}
 
 struct Batch {
   Tensor tokens, targets;  // [2, 6] i32
@@ -93,21 +89,14 @@ std::vector<bool> held_components(const LlamaModel& m,
   return sdp::testing::groups_where(m.components(), m.params().group_count(), keep);
 }
 
-using ComponentFilter = std::function<bool(const Component&)>;
+using sdp::testing::ComponentFilter;
 
-// An f64 model of cut_config() cut by `layout`, holding the components
-// `held` accepts (all when empty) and training those `trained` accepts
-// (= held when empty), with gradients allocated and `weights` loaded.
 std::unique_ptr<LlamaModel> build(const ModelLayout& layout, CpuAllocator& alloc,
                                   const Weights& weights, Arena& arena,
                                   const ComponentFilter& held = {},
                                   const ComponentFilter& trained = {}) {
-  auto m = std::make_unique<LlamaModel>(cut_config(), layout);
-  m->materialize(alloc, DType::f64, held ? held_components(*m, held) : std::vector<bool>{},
-                 trained ? held_components(*m, trained) : std::vector<bool>{});
-  m->params().allocate_grads();
-  load_full(*m, weights, arena);
-  return m;
+  return sdp::testing::build_model<LlamaModel>(cut_config(), layout, alloc, weights, arena, held,
+                                               trained);
 }
 
 void require_close(const std::vector<double>& a, const std::vector<double>& b, double tol) {

@@ -41,9 +41,6 @@ using sdp::testing::Weights;
 Weights full_values(const ResNetModel& m, bool grads, Arena& arena) {
   return sdp::testing::full_values(m.params(), grads, arena);
 }
-void load_full(ResNetModel& m, const Weights& values, Arena& arena) {
-  sdp::testing::load_full(m.params(), values, arena);
-}
 
 // Random weights of a whole-block tiny network (BatchNorm gains near 1).
 Weights random_full_weights(Arena& arena) {
@@ -79,23 +76,14 @@ Batch make_batch(Arena& arena) {
   return b;
 }
 
-std::vector<bool> groups_where(const ResNetModel& m,
-                               const std::function<bool(const Component&)>& keep) {
-  return sdp::testing::groups_where(m.components(), m.params().group_count(), keep);
-}
-
-using ComponentFilter = std::function<bool(const Component&)>;
+using sdp::testing::ComponentFilter;
 
 std::unique_ptr<ResNetModel> build(const ModelLayout& layout, CpuAllocator& alloc,
                                    const Weights& weights, Arena& arena,
                                    const ComponentFilter& held = {},
                                    const ComponentFilter& trained = {}) {
-  auto m = std::make_unique<ResNetModel>(tiny(), layout);
-  m->materialize(alloc, DType::f64, held ? groups_where(*m, held) : std::vector<bool>{},
-                 trained ? groups_where(*m, trained) : std::vector<bool>{});
-  m->params().allocate_grads();
-  load_full(*m, weights, arena);
-  return m;
+  return sdp::testing::build_model<ResNetModel>(tiny(), layout, alloc, weights, arena, held,
+                                                trained);
 }
 
 struct Outcome {
