@@ -15,15 +15,17 @@ subnetworks' eval losses, peak memory per rank (the max over ranks, from the
 metrics' "ranks" field) and bytes sent per rank per step. Needs matplotlib.
 """
 import argparse
-import json
 import math
 import os
 import statistics
 import sys
 
-COLOR = {"ddp": "black", "b-sdp": "tab:blue", "n-sdp": "tab:orange", "bb-sdp": "tab:green",
-         "nb-sdp": "tab:red"}
-SMOOTH = 20  # steps in the train-loss moving average
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+# The sibling modules, found through the line above: one metrics-file reader
+# and the LLaMA convergence plot's colours and smoothing.
+from flops_estimate import read_run as read_metrics  # noqa: E402
+from plot_convergence import COLOR, SMOOTH, moving_average  # noqa: E402
+
 MIB = 2.0 ** 20
 
 
@@ -31,32 +33,8 @@ def fail(message):
     sys.exit(f"plot_resnet_convergence: {message}")
 
 
-def moving_average(values, window):
-    out, total = [], 0.0
-    for i, v in enumerate(values):
-        total += v
-        if i >= window:
-            total -= values[i - window]
-        out.append(total / min(i + 1, window))
-    return out
-
-
 def read_run(path):
-    if not os.path.exists(path):
-        fail(f"{path} is missing (run bench/resnet_convergence.sh first)")
-    steps, summary = [], None
-    with open(path, encoding="utf-8") as f:
-        for line in f:
-            if not line.strip():
-                continue
-            r = json.loads(line)
-            if r.get("summary"):
-                summary = r
-            elif "step" in r:
-                steps.append(r)
-    if not steps or summary is None:
-        fail(f"{path}: no steps or no summary line (did the run finish?)")
-    return {"steps": steps, "summary": summary}
+    return read_metrics(path, " (run bench/resnet_convergence.sh first)")
 
 
 def label_of(run, s):
