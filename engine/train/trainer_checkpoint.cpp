@@ -9,7 +9,7 @@
 //   config.json            Model::config_json (for LLaMA the HF config)
 //                          (these two are written by export_hf_model, hf_export.h)
 //   optimizer.safetensors  AdamW moments: "exp_avg.<name>", "exp_avg_sq.<name>"
-//   trainer_state.json     step, training config, data position
+//   sdp_state.json         step, training config, data position (checkpoint_dir.h)
 // The directory is written through a DirectoryTransaction: a crash leaves
 // either the previous checkpoint or the new one, never a mix.
 #include <cstdio>
@@ -18,6 +18,7 @@
 #include "engine/checkpoint/atomic_file.h"
 #include "engine/checkpoint/json_file.h"
 #include "engine/checkpoint/safetensors.h"
+#include "engine/train/checkpoint_dir.h"
 #include "engine/train/hf_export.h"
 #include "engine/train/trainer.h"
 #include "models/registry.h"
@@ -100,7 +101,7 @@ void Trainer::save_checkpoint(const fs::path& dir) {
   const fs::path& out = tx.staging_dir();
   export_hf_model(source, out);  // model.safetensors + config.json
   ck::save_safetensors(out / "optimizer.safetensors", moments);
-  ck::write_json_atomically(out / "trainer_state.json",
+  ck::write_json_atomically(out / kStateFileName,
                             {{"format_version", kFormatVersion},
                              {"step", step_},
                              {"train_config", config_.to_json()},
@@ -116,7 +117,7 @@ void Trainer::save_checkpoint(const fs::path& dir) {
 
 void Trainer::load_checkpoint(const fs::path& dir) {
   ops::ComputeStream::Scope on_stream(*stream_);
-  const nlohmann::json state = ck::read_json_file(dir / "trainer_state.json");
+  const nlohmann::json state = ck::read_json_file(state_file_of(dir));
   if (state.value("format_version", 0) != kFormatVersion)
     fail("checkpoint ", dir.string(), ": format_version ", state.value("format_version", 0),
          " is not supported (this build reads version ", kFormatVersion, ")");
