@@ -379,7 +379,7 @@ def main():
         "",
         quoted,
         "",
-        "What is counted (DESIGN.md \"Measurements\", apps/sdp-plan/README.md): one training step "
+        "What is counted (docs/ARCHITECTURE.md \"Measurements\", apps/sdp-plan/README.md): one training step "
         f"of each of the {WORLD} ranks, batch {BATCH} x seq {SEQ} tokens per rank, f32 "
         "parameters, gradients and AdamW moments, cyclic plans, neuron strategies with 4 FFN and "
         "4 head groups per block; memory at the 512-byte granularity of the CUDA caching "

@@ -1,4 +1,4 @@
-// Names, the ring formulas of DESIGN.md "Measurements", and the per-rank
+// Names, the ring formulas of docs/ARCHITECTURE.md "Measurements", and the per-rank
 // counters every collective adds to.
 #include "comm/communicator.h"
 

@@ -1,9 +1,9 @@
 #pragma once
-// Communicator: the only way ranks exchange data (DESIGN.md, "Communicator").
+// Communicator: the only way ranks exchange data (docs/ARCHITECTURE.md, "Communicators").
 // It moves flat, contiguous tensors and knows nothing about models.
 //
 // Every call is counted (CommStats) before the backend runs it, with the ring
-// formulas of DESIGN.md "Measurements": for a group of k ranks and a buffer
+// formulas of docs/ARCHITECTURE.md "Measurements": for a group of k ranks and a buffer
 // of S bytes (S = the full buffer: the input of reduce_scatter, the output of
 // all_gather), a rank sends
 //   all_reduce      2 (k - 1) / k * S

@@ -1,5 +1,5 @@
 #pragma once
-// FLOPs of the ops actually called (DESIGN.md "Measurements"): matmuls count
+// FLOPs of the ops actually called (docs/ARCHITECTURE.md "Measurements"): matmuls count
 // 2 m n k, attention counts the products over the causal pairs it computes
 // (its backward includes the recomputed scores). Counted on every device,
 // meta included, so a dry run reports what a real step would compute.

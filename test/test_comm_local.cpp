@@ -1,6 +1,6 @@
 // Communicators without peers: the local world of one and the emulated rank
 // of an N-rank job. Their data semantics, counters equal to the ring
-// formulas (DESIGN.md "Measurements"), group naming, and argument errors.
+// formulas (docs/ARCHITECTURE.md "Measurements"), group naming, and argument errors.
 // Multi-rank behaviour is tested under mpirun (test/mpi).
 #include <catch2/catch.hpp>
 

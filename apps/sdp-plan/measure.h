@@ -1,7 +1,7 @@
 #pragma once
 // The planner's measurements: one meta-device training step of every rank of
 // a strategy, each rank emulated in this process (no MPI, no memory, no
-// arithmetic), one Trainer at a time. See DESIGN.md "Measurements" for what
+// arithmetic), one Trainer at a time. See docs/ARCHITECTURE.md "Measurements" for what
 // the bytes mean.
 #include <string>
 #include <vector>

@@ -128,7 +128,7 @@ std::string markdown(const PlanReport& rep) {
                            fixed(static_cast<double>(model->parameter_count()) / 1e6, 1),
                            "M parameters) on ", rep.job.world, " ranks\n\n");
   out += "One training step of every rank on the meta device: the bytes a CUDA device would "
-         "hold (512-byte blocks) and the bytes each rank sends by the ring formulas of DESIGN.md "
+         "hold (512-byte blocks) and the bytes each rank sends by the ring formulas of docs/ARCHITECTURE.md "
          "\"Measurements\". " + setup_text(rep) + "\n";
   out += format("Memory in ", unit, " (2^", unit == "GiB" ? 30 : 20,
                 " bytes). Communication per rank per step in MB (10^6 bytes), MiB (2^20 bytes) "

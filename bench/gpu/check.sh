@@ -401,7 +401,7 @@ st_torch() {  # MODE MODEL STEPS
     --json "$RES/torch_$1_$2.json"
 }
 
-# The CIFAR ResNet (issue 5): ours in bf16, then f32, then PyTorch eager
+# The CIFAR ResNet: ours in bf16, then f32, then PyTorch eager
 # with bf16 autocast, then f32, each on the same model, batch and 32 x 32
 # synthetic images; nvidia-smi sampled during each. Ours draws each batch on
 # the host (the synthetic image set, no prefetch) inside its timed step;

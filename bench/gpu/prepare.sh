@@ -32,7 +32,7 @@ arch=$(dpkg --print-architecture)
 if [[ $arch != amd64 ]]; then
   echo "prepare.sh: this machine is $arch; the GPU machine is x86-64 (amd64)." >&2
   echo "  Fetch amd64 packages with apt's -oAPT::Architecture=amd64 lists" >&2
-  echo "  (/work/.library/device/README.md shows how) or run this on an amd64 host." >&2
+  echo "  (dpkg --add-architecture amd64, apt-get update, apt-get download) or run this on an amd64 host." >&2
   exit 1
 fi
 

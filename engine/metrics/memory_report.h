@@ -1,7 +1,7 @@
 #pragma once
 // Memory figures as reported in metrics and summaries: bytes currently held
 // and the peak of the current window (one step), both by category, plus the
-// per-phase peaks. See DESIGN.md "Measurements".
+// per-phase peaks. See docs/ARCHITECTURE.md "Measurements".
 #include <nlohmann/json.hpp>
 
 #include <optional>

@@ -16,7 +16,7 @@ using namespace sdp::testing::mpi;
 
 namespace {
 
-// Bytes a rank sends for one call in a group of k (DESIGN.md "Measurements").
+// Bytes a rank sends for one call in a group of k (docs/ARCHITECTURE.md "Measurements").
 double all_reduce_bytes(int k, double s) { return 2.0 * (k - 1) * s / k; }
 double scatter_gather_bytes(int k, double s) { return (k - 1) * s / k; }
 
