@@ -79,8 +79,28 @@ int dry_run(const TrainConfig& config, comm::Communicator* world) {
                {"batch", config.batch}, {"seq", config.seq}, {"memory", r.memory},
                {"comm", r.comm}, {"ranks", figures.to_json()},
                {"parallel", trainer->layout().to_json()}});
+    log.close();
   }
   return 0;
+}
+
+// A resumed run continues its metrics file from the resumed step: the
+// records the failed attempt wrote after its last checkpoint are removed
+// (that attempt repeats those steps), so every step appears once.
+void continue_metrics(const std::filesystem::path& path, int64_t resumed_step) {
+  const MetricsTrim trim = keep_records_through_step(path, resumed_step);
+  if (trim.dropped > 0 || trim.dropped_cut_line)
+    std::printf("metrics: %s continues after step %lld: removed %lld record%s of later steps%s\n",
+                path.c_str(), static_cast<long long>(resumed_step),
+                static_cast<long long>(trim.dropped), trim.dropped == 1 ? "" : "s",
+                trim.dropped_cut_line ? " and a cut-off last line" : "");
+  if (trim.last_step && *trim.last_step < resumed_step)
+    std::fprintf(stderr,
+                 "sdp-train: warning: metrics file %s ends at step %lld but the run resumes "
+                 "after step %lld: steps %lld..%lld have no record\n",
+                 path.c_str(), static_cast<long long>(*trim.last_step),
+                 static_cast<long long>(resumed_step), static_cast<long long>(*trim.last_step + 1),
+                 static_cast<long long>(resumed_step));
 }
 
 }  // namespace
@@ -128,7 +148,10 @@ int run_training(const TrainConfig& config, bool dry, bool use_mpi) {
   const std::string per_s = unit + "_per_s";
 
   std::optional<MetricsLog> metrics;
-  if (root && !config.metrics.empty()) metrics.emplace(config.metrics, !config.resume.empty());
+  if (root && !config.metrics.empty()) {
+    if (!config.resume.empty()) continue_metrics(config.metrics, trainer.step());
+    metrics.emplace(config.metrics, !config.resume.empty());
+  }
   auto log_line = [&](const nlohmann::json& j) {
     if (metrics) metrics->write(j);
   };
@@ -215,6 +238,7 @@ int run_training(const TrainConfig& config, bool dry, bool use_mpi) {
   }
   if (best) summary["best_achievable_loss"] = *best;
   log_line(summary);
+  if (metrics) metrics->close();  // reports a write that only the close sees failing
   if (!root) return 0;
 
   std::printf("\n%-28s %.4f\n", "final train loss (last 10)", final_loss);
