@@ -6,6 +6,7 @@
 #include <fstream>
 #include <sstream>
 #include <string>
+#include <vector>
 
 #include "engine/core/error.h"
 #include "engine/metrics/metrics_log.h"
@@ -46,8 +47,9 @@ TEST_CASE("metrics: a resumed run keeps the records through its step, drops late
   text += "{\"step\": 8, \"loss\": 0.1";  // cut off
   write_text(file, text);
 
-  const MetricsTrim trim = keep_records_through_step(file, 4);
+  const MetricsTrim trim = keep_records_through_step(file, 4, /*recent_losses=*/3);
   CHECK(trim.kept == 4);
+  CHECK(trim.recent_losses == std::vector<double>{1.0 / 2, 1.0 / 3, 1.0 / 4});
   CHECK(trim.dropped == 3);
   CHECK(trim.dropped_cut_line);
   REQUIRE(trim.last_step == 4);

@@ -5,6 +5,7 @@
 #include <cerrno>
 #include <cstring>
 #include <fstream>
+#include <limits>
 
 #include "engine/checkpoint/atomic_file.h"
 #include "engine/core/error.h"
@@ -72,7 +73,8 @@ std::optional<int64_t> record_step(const nlohmann::json& record) {
 
 }  // namespace
 
-MetricsTrim keep_records_through_step(const fs::path& path, int64_t step) {
+MetricsTrim keep_records_through_step(const fs::path& path, int64_t step,
+                                      size_t recent_losses) {
   MetricsTrim trim;
   std::error_code ec;
   if (!fs::is_regular_file(path, ec)) return trim;  // absent, a pipe, a device
@@ -101,7 +103,15 @@ MetricsTrim keep_records_through_step(const fs::path& path, int64_t step) {
       }
       out << line << '\n';
       ++trim.kept;
-      if (at && !is_summary(record)) trim.last_step = at;
+      if (!at || is_summary(record)) continue;
+      trim.last_step = at;
+      if (recent_losses == 0) continue;
+      const auto loss = record.find("loss");
+      trim.recent_losses.push_back(loss != record.end() && loss->is_number()
+                                       ? loss->get<double>()
+                                       : std::numeric_limits<double>::quiet_NaN());
+      if (trim.recent_losses.size() > recent_losses)
+        trim.recent_losses.erase(trim.recent_losses.begin());
     }
     if (in.bad()) fail("metrics: cannot read ", target, ": ", std::strerror(errno));
   });

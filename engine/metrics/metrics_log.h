@@ -6,6 +6,7 @@
 #include <filesystem>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include <nlohmann/json.hpp>
 
@@ -44,6 +45,9 @@ struct MetricsTrim {
   int64_t dropped = 0;                 // complete records of later steps, removed
   bool dropped_cut_line = false;       // an unterminated, unparsable last line, removed
   std::optional<int64_t> last_step;    // the last kept step record's step
+  // "loss" of the last kept step records (at most the count asked for),
+  // oldest first: a resumed run's "last N steps" figures span the restart.
+  std::vector<double> recent_losses;
 };
 
 // Before a run resumed at step `step` appends to its metrics file: rewrites
@@ -56,7 +60,8 @@ struct MetricsTrim {
 // the line. Nothing to do when the file does not exist, or is not a regular
 // file (a pipe, /dev/stdout); a symbolic link is followed, and its target
 // rewritten.
-MetricsTrim keep_records_through_step(const std::filesystem::path& path, int64_t step);
+MetricsTrim keep_records_through_step(const std::filesystem::path& path, int64_t step,
+                                      size_t recent_losses = 0);
 
 // Rewrites one status line on stdout when it is a terminal; silent otherwise
 // (so logs redirected to a file stay clean).
