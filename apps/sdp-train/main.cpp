@@ -1,7 +1,9 @@
 // sdp-train: trains a LLaMA model or a CIFAR ResNet with the sdp-engine, in one process or as
 // `mpirun -np N sdp-train ...` (one rank per process, MPI found from the
 // launcher's environment).
+#include <cerrno>
 #include <cstdio>
+#include <cstring>
 #include <optional>
 
 #include <CLI/CLI.hpp>
@@ -32,6 +34,22 @@ int list_models() {
   return 0;
 }
 
+// What the run printed is part of what it delivers (the final report):
+// output lost to a full disk or a closed pipe behind a redirection is an
+// error and a non-zero exit, not a silent success. `rc` is the run's status.
+int check_output_delivered(int rc) {
+  errno = 0;
+  const bool flush_failed = std::fflush(stdout) != 0;
+  const int err = errno;
+  if (flush_failed || std::ferror(stdout)) {
+    std::fprintf(stderr, "sdp-train: error: cannot write the report to standard output: %s\n",
+                 std::strerror(err ? err : EIO));
+    return rc != 0 ? rc : 2;
+  }
+  if (std::ferror(stderr)) return rc != 0 ? rc : 2;  // warnings or errors went missing
+  return rc;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -52,13 +70,14 @@ int main(int argc, char** argv) {
       mpi.emplace(argc, argv);
       rank = MpiRuntime::rank();
     }
-    if (options.list_models) return rank == 0 ? list_models() : 0;
+    if (options.list_models) return check_output_delivered(rank == 0 ? list_models() : 0);
     const sdp::TrainConfig config = sdp::app::resolve_config(app, options);
     if (options.print_config) {
       if (rank == 0) std::printf("%s\n", config.to_json().dump(2).c_str());
-      return 0;
+      return check_output_delivered(0);
     }
-    return sdp::app::run_training(config, options.dry_run, mpi.has_value());
+    return check_output_delivered(
+        sdp::app::run_training(config, options.dry_run, mpi.has_value()));
   } catch (const sdp::CollectiveError& e) {
     // Every rank failed alike at the same point: one report, a clean end.
     if (rank == 0) std::fprintf(stderr, "sdp-train: error: %s\n", e.what());

@@ -7,6 +7,7 @@
 #include <optional>
 #include <vector>
 
+#include "apps/sdp-train/fault_hook.h"
 #include "apps/sdp-train/rank_report.h"
 #include "comm/communicator.h"
 #include "engine/core/error.h"
@@ -79,8 +80,31 @@ int dry_run(const TrainConfig& config, comm::Communicator* world) {
                {"batch", config.batch}, {"seq", config.seq}, {"memory", r.memory},
                {"comm", r.comm}, {"ranks", figures.to_json()},
                {"parallel", trainer->layout().to_json()}});
+    log.close();
   }
   return 0;
+}
+
+// A resumed run continues its metrics file from the resumed step: the
+// records the failed attempt wrote after its last checkpoint are removed
+// (that attempt repeats those steps), so every step appears once.
+// Returns the losses of the last `recent` steps it kept.
+std::vector<double> continue_metrics(const std::filesystem::path& path, int64_t resumed_step,
+                                     size_t recent) {
+  const MetricsTrim trim = keep_records_through_step(path, resumed_step, recent);
+  if (trim.dropped > 0 || trim.dropped_cut_line)
+    std::printf("metrics: %s continues after step %lld: removed %lld record%s of later steps%s\n",
+                path.c_str(), static_cast<long long>(resumed_step),
+                static_cast<long long>(trim.dropped), trim.dropped == 1 ? "" : "s",
+                trim.dropped_cut_line ? " and a cut-off last line" : "");
+  if (trim.last_step && *trim.last_step < resumed_step)
+    std::fprintf(stderr,
+                 "sdp-train: warning: metrics file %s ends at step %lld but the run resumes "
+                 "after step %lld: steps %lld..%lld have no record\n",
+                 path.c_str(), static_cast<long long>(*trim.last_step),
+                 static_cast<long long>(resumed_step), static_cast<long long>(*trim.last_step + 1),
+                 static_cast<long long>(resumed_step));
+  return trim.recent_losses;
 }
 
 }  // namespace
@@ -99,6 +123,7 @@ int run_training(const TrainConfig& config, bool dry, bool use_mpi) {
   else if (use_mpi)
     mpi_world = comm::make_world("mpi", options);
   if (dry) return dry_run(config, mpi_world.get());
+  const FaultHook fault_hook = FaultHook::from_environment();
   auto trainer_ptr = make_trainer(config, mpi_world.get());
   Trainer& trainer = *trainer_ptr;
   // Rank 0 prints and writes metrics; the other ranks only report errors.
@@ -127,8 +152,17 @@ int run_training(const TrainConfig& config, bool dry, bool use_mpi) {
   if (best) say("best achievable loss on this data: %.4f nats/token\n", *best);
   const std::string per_s = unit + "_per_s";
 
+  // The final train loss is the mean over the last kRecentSteps steps; a
+  // resumed run takes the steps before its restart from its metrics file,
+  // so its summary equals an uninterrupted run's.
+  constexpr size_t kRecentSteps = 10;
+  std::vector<double> recent;
   std::optional<MetricsLog> metrics;
-  if (root && !config.metrics.empty()) metrics.emplace(config.metrics, !config.resume.empty());
+  if (root && !config.metrics.empty()) {
+    if (!config.resume.empty())
+      recent = continue_metrics(config.metrics, trainer.step(), kRecentSteps);
+    metrics.emplace(config.metrics, !config.resume.empty());
+  }
   auto log_line = [&](const nlohmann::json& j) {
     if (metrics) metrics->write(j);
   };
@@ -136,7 +170,6 @@ int run_training(const TrainConfig& config, bool dry, bool use_mpi) {
   double timed_seconds = 0;
   int64_t timed_examples = 0, timed_steps = 0;
   const int64_t first_step = trainer.step();
-  std::vector<double> recent;
   double last_eval = NAN;
   nlohmann::json last_memory;
   // Under forward masking each rank's own subnetwork is a model of its own.
@@ -155,7 +188,7 @@ int run_training(const TrainConfig& config, bool dry, bool use_mpi) {
       ++timed_steps;
     }
     recent.push_back(r.loss);
-    if (recent.size() > 10) recent.erase(recent.begin());
+    if (recent.size() > kRecentSteps) recent.erase(recent.begin());
     last_memory = r.memory;
     nlohmann::json line = {{"step", r.step},         {"loss", r.loss},
                            {"lr", r.lr},             {"grad_norm", r.grad_norm},
@@ -193,6 +226,7 @@ int run_training(const TrainConfig& config, bool dry, bool use_mpi) {
                           ((config.save_every > 0 && r.step % config.save_every == 0) ||
                            r.step == config.steps);
     if (save_now) save_and_mark_latest(trainer, config.save_dir);
+    fault_hook.after_step(r.step, trainer.world().rank());
   }
   progress.finish();
 
@@ -215,6 +249,7 @@ int run_training(const TrainConfig& config, bool dry, bool use_mpi) {
   }
   if (best) summary["best_achievable_loss"] = *best;
   log_line(summary);
+  if (metrics) metrics->close();  // reports a write that only the close sees failing
   if (!root) return 0;
 
   std::printf("\n%-28s %.4f\n", "final train loss (last 10)", final_loss);

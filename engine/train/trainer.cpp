@@ -7,6 +7,7 @@
 #include <limits>
 
 #include "engine/metrics/memory_report.h"
+#include "engine/train/rank_agreement.h"
 #include "kernels/flop_count.h"
 #include "kernels/ops.h"
 #include "models/llama/llama_model.h"
@@ -122,6 +123,7 @@ Trainer::Trainer(const TrainConfig& config, std::unique_ptr<comm::Communicator> 
   model_->materialize(*alloc_, dtype, layout_.held_mask(), layout_.trained_mask());
   model_->params().init_values(config_.seed);  // same values on every owner
   model_->params().allocate_grads();
+  require_same_group_sizes(w, model_->params());  // before the first collective on them
   groups_ = std::make_unique<OwnerGroups>(w, layout_);
   const double bucket_mb =
       config_.bucket_mb >= 0 ? config_.bucket_mb : alloc_->device() == Device::cuda ? 25.0 : 0.0;

@@ -20,6 +20,7 @@
 #include "engine/checkpoint/safetensors.h"
 #include "engine/train/checkpoint_dir.h"
 #include "engine/train/hf_export.h"
+#include "engine/train/rank_agreement.h"
 #include "engine/train/trainer.h"
 #include "models/registry.h"
 #include "models/common/parameter_pieces.h"
@@ -145,6 +146,8 @@ void Trainer::load_checkpoint(const fs::path& dir) {
                    field, now_cfg[field].dump().c_str(), saved_cfg[field].dump().c_str());
   step_ = state.at("step").get<int64_t>();
   train_data_->restore(state.at("data"));
+  // Ranks may have read different directories behind the same path.
+  require_same_resumed_state(*world_, layout_, model_->params(), step_, train_data_->state());
 }
 
 }  // namespace sdp
