@@ -6,11 +6,11 @@ the engine's validation batches is the engine's eval_loss.
 
 Tolerances: with transformers' float32 steps taken out (hf_check.without_float32_steps)
 both sides compute the same float64 formulas in another order, so they agree
-to rounding (measured ~1e-16 on this run; the bound 1e-10 leaves room for a
-different BLAS while catching any float32 step, which costs ~1e-8 or more).
-transformers as shipped (its float32 RMSNorm, rotary tables and softmax) is
-held to 1e-5 relative: float32 rounding (6e-8) over a few layers, measured
-below 1e-6 here.
+to rounding: measured 8.9e-16 on this run. The bound 1e-10 leaves room for
+another BLAS's summation order and still catches any float32 step:
+transformers as shipped (float32 RMSNorm, rotary tables and softmax) is off
+by 1.2e-8 here (2.8e-9 relative). That one is held to 1e-6 relative, float32
+rounding over two layers with a wide margin.
 """
 import argparse
 import os
@@ -76,9 +76,9 @@ def main():
     if not abs(exact - engine) <= 1e-10:
         print(f"FAIL: float64 loss differs from the engine's by {exact - engine:.3g} (> 1e-10)")
         ok = False
-    if not abs(shipped - engine) <= 1e-5 * abs(engine):
+    if not abs(shipped - engine) <= 1e-6 * abs(engine):
         print(f"FAIL: shipped loss differs from the engine's by "
-              f"{(shipped - engine) / engine:.3g} relative (> 1e-5)")
+              f"{(shipped - engine) / engine:.3g} relative (> 1e-6)")
         ok = False
     if not ok:
         return 1
