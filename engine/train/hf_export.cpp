@@ -64,7 +64,8 @@ void export_hf_model(const Model& model, const std::filesystem::path& dir,
   const auto weights = full_named_tensors(
       p, [&](int id) { return p.values(id); }, "", scratch, assembled);
   std::filesystem::create_directories(dir);
-  checkpoint::save_safetensors(dir / "model.safetensors", weights, {{"format", "pt"}});
+  checkpoint::save_tensor_collection(dir, "model", weights, options.max_shard_bytes,
+                                     {{"format", "pt"}});
   nlohmann::json config = model.config_json();
   const auto* llama = dynamic_cast<const llama::LlamaModel*>(&model);
   if (llama) {

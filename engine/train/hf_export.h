@@ -18,19 +18,24 @@
 #include <vector>
 
 #include "engine/checkpoint/safetensors.h"
+#include "engine/checkpoint/tensor_collection.h"
 #include "engine/data/tokenizer_facts.h"
 #include "models/common/model.h"
 
 namespace sdp {
 
 struct HfExportOptions {
+  // Above this many bytes of tensors model.safetensors is split into shards
+  // with an index (tensor_collection.h).
+  uint64_t max_shard_bytes = checkpoint::kDefaultMaxShardBytes;
   // Language models: the tokenizer behind the training data's ids.
   data::TokenizerFacts tokenizer;
 };
 
-// Writes model.safetensors, config.json (and for LLaMA the tokenizer files)
-// into `dir` (created if missing; existing files of those names are
-// replaced). Every parameter group must be materialized in host memory.
+// Writes model.safetensors (or its shards and index), config.json (and for
+// LLaMA the tokenizer files) into `dir` (created if missing; existing files
+// of those names are replaced, stale shards of another split removed).
+// Every parameter group must be materialized in host memory.
 void export_hf_model(const Model& model, const std::filesystem::path& dir,
                      const HfExportOptions& options = {});
 
@@ -52,7 +57,8 @@ std::vector<checkpoint::NamedTensor> full_named_tensors(
 // moments of every trained one ("exp_avg.<name>", "exp_avg_sq.<name>"). So a
 // checkpoint loads into any cut of the model: another plan, world size or
 // granularity.
-void read_parameter_set(ParameterSet& p, const checkpoint::SafetensorsFile& weights,
-                        const checkpoint::SafetensorsFile* moments);
+// Either form of the files (one file or shards) reads the same.
+void read_parameter_set(ParameterSet& p, const checkpoint::TensorCollection& weights,
+                        const checkpoint::TensorCollection* moments);
 
 }  // namespace sdp

@@ -13,6 +13,8 @@
 //   tokenizer_config.json  prepared llm.c shards): AutoTokenizer loads it
 //                          (these are written by export_hf_model, hf_export.h)
 //   optimizer.safetensors  AdamW moments: "exp_avg.<name>", "exp_avg_sq.<name>"
+// Above max_shard_size the two .safetensors files are split into shards
+// with an index each, as transformers does (tensor_collection.h).
 //   sdp_state.json         step, training config, data position (checkpoint_dir.h)
 // The directory is written through a DirectoryTransaction: a crash leaves
 // either the previous checkpoint or the new one, never a mix.
@@ -20,8 +22,10 @@
 #include <vector>
 
 #include "engine/checkpoint/atomic_file.h"
+#include "engine/checkpoint/byte_size.h"
 #include "engine/checkpoint/json_file.h"
 #include "engine/checkpoint/safetensors.h"
+#include "engine/checkpoint/tensor_collection.h"
 #include "engine/train/checkpoint_dir.h"
 #include "engine/train/hf_export.h"
 #include "engine/train/trainer.h"
@@ -38,12 +42,12 @@ namespace {
 constexpr int kFormatVersion = 1;
 }
 
-void read_parameter_set(ParameterSet& p, const ck::SafetensorsFile& weights,
-                        const ck::SafetensorsFile* moments) {
+void read_parameter_set(ParameterSet& p, const ck::TensorCollection& weights,
+                        const ck::TensorCollection* moments) {
   CpuAllocator scratch;
   // Files hold host tensors in the state dtype; a device part (or a bf16
   // one) is read on the host and copied over.
-  auto read_part = [&](const ck::SafetensorsFile& file, const std::string& name, int id,
+  auto read_part = [&](const ck::TensorCollection& file, const std::string& name, int id,
                        Tensor part) {
     const ParamDecl& d = p.decl(id);
     const bool direct = part.device() == Device::cpu && part.dtype() == p.state_dtype();
@@ -118,9 +122,10 @@ void Trainer::save_checkpoint(const fs::path& dir) {
   ck::DirectoryTransaction tx(dir);
   const fs::path& out = tx.staging_dir();
   HfExportOptions hf;
+  hf.max_shard_bytes = ck::parse_byte_size(config_.max_shard_size, "max_shard_size");
   hf.tokenizer = train_data_->tokenizer();
   export_hf_model(source, out, hf);  // model.safetensors, config.json, tokenizer files
-  ck::save_safetensors(out / "optimizer.safetensors", moments);
+  ck::save_tensor_collection(out, "optimizer", moments, hf.max_shard_bytes);
   ck::write_json_atomically(out / kStateFileName,
                             {{"format_version", kFormatVersion},
                              {"step", step_},
@@ -150,8 +155,8 @@ void Trainer::load_checkpoint(const fs::path& dir) {
          " parameters)");
 
   ParameterSet& p = model_->params();
-  const ck::SafetensorsFile weights(dir / "model.safetensors");
-  const ck::SafetensorsFile moments(dir / "optimizer.safetensors");
+  const ck::TensorCollection weights(dir, "model");
+  const ck::TensorCollection moments(dir, "optimizer");
   read_parameter_set(p, weights, &moments);
   // A resumed run reproduces the uninterrupted one only with the same data
   // stream; other fields (steps, lr, ...) may change on purpose.
