@@ -1,4 +1,5 @@
-"""A B-SDP checkpoint of a 4-rank float64 run loads into transformers'
+"""A B-SDP checkpoint of a 4-rank float64 run (one file, or with
+--max-shard-size shards and their index) loads into transformers'
 LlamaForCausalLM with no missing or unexpected keys, and that model's loss on
 the engine's validation batches is the engine's eval_loss.
 
@@ -54,7 +55,9 @@ def main():
         print(f"checkpoint files: {files}")
         if args.max_shard_size:
             shards = [f for f in files if f.startswith("model-") and f.endswith(".safetensors")]
-            if "model.safetensors.index.json" not in files or len(shards) < 2:
+            # A whole model.safetensors beside the shards would be what loads.
+            if ("model.safetensors.index.json" not in files or len(shards) < 2
+                    or "model.safetensors" in files):
                 hf_check.fail(f"--max-shard-size {args.max_shard_size}: expected an index and "
                               f"several model-*-of-*.safetensors, got {files}")
 
