@@ -17,9 +17,14 @@ MpiRuntime::MpiRuntime(int& argc, char**& argv) { init(&argc, &argv); }
 MpiRuntime::MpiRuntime() { init(nullptr, nullptr); }
 
 bool MpiRuntime::launched_by_mpi() {
-  for (const char* var : {"OMPI_COMM_WORLD_SIZE", "PMI_SIZE", "PMIX_RANK"})
+  // mpirun (Open MPI), Hydra and PMI-1/2 launchers, PMIx (srun --mpi=pmix,
+  // prterun).
+  for (const char* var : {"OMPI_COMM_WORLD_SIZE", "PMI_SIZE", "PMI_RANK", "PMIX_RANK"})
     if (std::getenv(var) != nullptr) return true;
-  return false;
+  // A task of an srun step. SLURM_PROCID alone is also set in an sbatch
+  // script itself, which is one process, not a rank of a job; only srun
+  // sets SLURM_STEP_ID.
+  return std::getenv("SLURM_PROCID") != nullptr && std::getenv("SLURM_STEP_ID") != nullptr;
 }
 
 #if SDP_HAVE_MPI

@@ -26,8 +26,10 @@ class MpiRuntime {
   MpiRuntime(const MpiRuntime&) = delete;
   MpiRuntime& operator=(const MpiRuntime&) = delete;
 
-  // True when this process was started by mpirun/mpiexec or a PMI launcher
-  // (srun): OMPI_COMM_WORLD_SIZE, PMI_SIZE or PMIX_RANK is set.
+  // True when this process was started by mpirun/mpiexec, a PMI or PMIx
+  // launcher or srun: OMPI_COMM_WORLD_SIZE, PMI_SIZE, PMI_RANK or PMIX_RANK
+  // is set, or SLURM_PROCID with SLURM_STEP_ID (a task of an srun step, not
+  // the sbatch script itself).
   static bool launched_by_mpi();
   // True when this build has MPI (SDP_HAVE_MPI).
   static bool available();

@@ -64,11 +64,21 @@ ModelLayout with_default_groups(const std::string& name, ModelLayout layout) {
   return layout;
 }
 
+nlohmann::json model_architecture(const nlohmann::json& config) {
+  if (!config.is_object()) return config;
+  nlohmann::json arch = config;
+  for (const char* key : {"torch_dtype", "bos_token_id", "eos_token_id", "pad_token_id",
+                          "attention_dropout", "rope_scaling", "pretraining_tp",
+                          "initializer_range", "transformers_version", "use_cache"})
+    arch.erase(key);
+  return arch;
+}
+
 std::string describe_model_config(const nlohmann::json& config) {
   const int64_t classes = config.is_object() ? config.value("num_classes", int64_t{10}) : 10;
   for (const std::string& name : model_names()) {
     const auto model = make_model(name, {}, {classes});
-    if (model->config_json() == config)
+    if (model_architecture(model->config_json()) == model_architecture(config))
       return format(name, " (", model->parameter_count(), " parameters)");
   }
   return format("of type '", config.is_object() ? config.value("model_type", std::string("?")) : "?",

@@ -35,6 +35,12 @@ std::unique_ptr<Model> make_model(const std::string& name, const ModelLayout& la
 // heads) or 8 (ResNet inner channels) that divides what is split.
 ModelLayout with_default_groups(const std::string& name, ModelLayout layout);
 
+// The architecture fields of a model config (config.json): without the
+// dtype of the stored tensors, the data's special token ids, and
+// transformers-only fields that do not change the network. Two configs
+// describe the same network exactly when these are equal.
+nlohmann::json model_architecture(const nlohmann::json& config);
+
 // Which named model a checkpoint's config.json describes ("tiny (0.1M
 // parameters)"), or its model_type when it matches none.
 std::string describe_model_config(const nlohmann::json& config);

@@ -9,9 +9,10 @@ packages=(
   libopenmpi-dev openmpi-bin        # MPI communicator and multi-rank tests
   catch2 libcli11-dev nlohmann-json3-dev
 )
-# The PyTorch reference of the CPU benchmark and of the logits cross-check.
+# The PyTorch reference of the CPU benchmark and of the logits cross-check;
+# python3-venv for the Hugging Face checks' environment (setup-python-ref.sh).
 if [[ "${SDP_WITH_TORCH:-1}" == 1 ]]; then
-  packages+=(python3-torch python3-numpy)
+  packages+=(python3-torch python3-numpy python3-venv)
 fi
 
 missing=()

@@ -91,6 +91,8 @@ void add_options(CLI::App& app, CliOptions& o) {
   io->add_option("--save-dir", c.save_dir, "Directory for checkpoints (step-NNNNNN/ and latest)");
   io->add_option("--save-every", c.save_every, "Checkpoint every k steps; 0 = only at the end");
   io->add_option("--resume", c.resume, "Checkpoint directory, or a save dir with a 'latest' file");
+  io->add_option("--max-shard-size", c.max_shard_size,
+                 "Largest checkpoint .safetensors file before sharding (5GB, 500MB, 2GiB, bytes)");
   io->add_option("--metrics", c.metrics, "JSON-lines metrics file (one line per step + summary)");
   io->add_option("--progress", c.progress, "Live progress line when stdout is a terminal (true/false)");
 }

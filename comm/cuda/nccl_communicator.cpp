@@ -8,6 +8,7 @@
 #include "engine/core/device_stream.h"
 #include "comm/deadline.h"
 #include "comm/local_communicator.h"
+#include "comm/local_rank.h"
 #include "comm/mpi_runtime.h"
 #if SDP_HAVE_MPI
 #include "comm/mpi_check.h"
@@ -56,16 +57,14 @@ struct Bootstrap {
 };
 
 #if SDP_HAVE_MPI
-// The rank's GPU among those of its node: node-local rank % GPUs there.
+// The rank's GPU among those of its node: node-local rank % GPUs there
+// (comm/local_rank.h; the node's ranks found through MPI).
 void select_device(MPI_Comm world) {
-  MPI_Comm node = MPI_COMM_NULL;
-  int world_rank = 0, local_rank = 0;
+  int world_rank = 0;
   MPI_CHECK(MPI_Comm_rank(world, &world_rank));
-  MPI_CHECK(MPI_Comm_split_type(world, MPI_COMM_TYPE_SHARED, world_rank, MPI_INFO_NULL, &node));
-  MPI_CHECK(MPI_Comm_rank(node, &local_rank));
-  MPI_CHECK(MPI_Comm_free(&node));
+  const NodeLocalRank local = node_local_rank();
   const int devices = visible_gpus(format("[rank ", world_rank, "] "));
-  CUDA_CHECK(cudaSetDevice(local_rank % devices));
+  CUDA_CHECK(cudaSetDevice(gpu_for_local_rank(local.rank, devices)));
 }
 
 // N ranks: rank 0 makes the id, MPI carries it to the others.

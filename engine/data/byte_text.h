@@ -15,6 +15,11 @@ class ByteTextSource : public SequentialTokenSource {
                           StreamPart part = {});
 
   int64_t vocab_size() const override { return 256; }
+  TokenizerFacts tokenizer() const override {
+    TokenizerFacts facts;
+    facts.kind = TokenizerFacts::Kind::byte_level;
+    return facts;
+  }
   std::string describe() const override;
   int64_t file_bytes() const { return static_cast<int64_t>(file_.size()); }
 

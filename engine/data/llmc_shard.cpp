@@ -5,8 +5,10 @@
 #include <algorithm>
 #include <cstring>
 #include <filesystem>
+#include <optional>
 
 #include "engine/core/error.h"
+#include "engine/data/llmc_data_info.h"
 
 namespace sdp::data {
 namespace {
@@ -122,7 +124,18 @@ LlmcTokenSource::LlmcTokenSource(const std::vector<std::string>& patterns, int64
     offsets_.push_back(offsets_.back() + shards_.back().num_tokens());
   }
   const bool llama3 = shards_.front().magic() == kLlmcMagicLlama3;
-  vocab_ = vocab > 0 ? vocab : (llama3 ? kLlama3Vocab : kGpt2Vocab);
+  const std::optional<LlmcDataInfo> info =
+      read_llmc_data_info(std::filesystem::path(all.front()).parent_path());
+  const int64_t default_vocab = llama3 ? kLlama3Vocab : kGpt2Vocab;
+  vocab_ = vocab > 0 ? vocab : info ? info->vocab_size : default_vocab;
+  if (info) {
+    tokenizer_ = info->tokenizer;
+    for (const auto& id : {tokenizer_.bos_token_id, tokenizer_.eos_token_id,
+                           tokenizer_.pad_token_id})
+      if (id && *id >= vocab_)
+        fail("llmc vocab=", vocab_, " does not hold special token id ", *id, " of ",
+             (std::filesystem::path(all.front()).parent_path() / kLlmcDataInfoName).string());
+  }
   const int64_t max_vocab = llama3 ? (int64_t{1} << 31) - 1 : int64_t{1} << 16;
   if (vocab_ > max_vocab)
     fail("llmc vocab=", vocab_, " exceeds what ", llama3 ? "uint32" : "uint16",

@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "engine/data/mapped_file.h"
+#include "engine/data/tokenizer_facts.h"
 #include "engine/data/sequential_source.h"
 
 namespace sdp::data {
@@ -49,12 +50,16 @@ std::vector<std::string> expand_shard_patterns(const std::vector<std::string>& p
 
 class LlmcTokenSource : public SequentialTokenSource {
  public:
-  // vocab <= 0 picks the format's default (GPT-2 50257, LLaMA-3 128256).
+  // vocab <= 0 picks data.json's vocab_size where the directory of the first
+  // matched shard has one (llmc_data_info.h), else the format's default
+  // (GPT-2 50257, LLaMA-3 128256).
   // The split rule is in token_source.h.
   LlmcTokenSource(const std::vector<std::string>& patterns, int64_t vocab = 0,
                   Split split = Split::train, StreamPart part = {});
 
   int64_t vocab_size() const override { return vocab_; }
+  // From data.json (Kind::file); Kind::none where the shards have none.
+  TokenizerFacts tokenizer() const override { return tokenizer_; }
   std::string describe() const override;
   const std::vector<std::string>& files() const { return files_; }
   int64_t total_tokens() const { return offsets_.back(); }
@@ -69,6 +74,7 @@ class LlmcTokenSource : public SequentialTokenSource {
   std::vector<LlmcShard> shards_;
   std::vector<int64_t> offsets_;  // [shards + 1]: stream position of each shard's first token
   int64_t vocab_ = 0;
+  TokenizerFacts tokenizer_;
   std::string split_rule_;
 };
 

@@ -18,6 +18,8 @@
 
 #include <nlohmann/json.hpp>
 
+#include "engine/data/tokenizer_facts.h"
+
 namespace sdp::data {
 
 // Which part of a data set a source reads. How each source splits:
@@ -54,6 +56,8 @@ class TokenSource {
   virtual std::optional<double> best_achievable_loss(int64_t /*seq*/) const {
     return std::nullopt;
   }
+  // The tokenizer behind the ids and the special tokens the data defines.
+  virtual TokenizerFacts tokenizer() const { return {}; }
 };
 
 // Builds a source from a spec. Valid forms:

@@ -54,6 +54,7 @@ class TokenBatches final : public BatchLoader {
   const char* unit() const override { return "tokens"; }
   ModelDataFacts facts() const override { return {}; }
   int64_t vocab_size() const override { return source_->vocab_size(); }
+  data::TokenizerFacts tokenizer() const override { return source_->tokenizer(); }
   nlohmann::json state() const override { return source_->state(); }
   void restore(const nlohmann::json& state) override { source_->restore(state); }
   std::string describe() const override { return source_->describe(); }

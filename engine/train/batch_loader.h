@@ -34,6 +34,8 @@ class BatchLoader {
   virtual ModelDataFacts facts() const = 0;
   // The vocabulary of a token source (0 for images).
   virtual int64_t vocab_size() const { return 0; }
+  // The tokenizer behind a token source's ids (Kind::none for images).
+  virtual data::TokenizerFacts tokenizer() const { return {}; }
   // The global stream position; enough to resume bit-identically.
   virtual nlohmann::json state() const = 0;
   virtual void restore(const nlohmann::json& state) = 0;

@@ -5,6 +5,8 @@
 #include "engine/checkpoint/json_file.h"
 #include "engine/checkpoint/safetensors.h"
 #include "engine/core/error.h"
+#include "engine/train/hf_tokenizer.h"
+#include "models/llama/llama_model.h"
 #include "models/common/parameter_pieces.h"
 #include "models/common/tensor_staging.h"
 
@@ -44,15 +46,41 @@ std::vector<checkpoint::NamedTensor> full_named_tensors(
   return out;
 }
 
-void export_hf_model(const Model& model, const std::filesystem::path& dir) {
+const char* torch_dtype_name(DType dtype) {
+  switch (dtype) {
+    case DType::f32: return "float32";
+    case DType::f64: return "float64";
+    case DType::bf16: return "bfloat16";
+    default: break;
+  }
+  fail("config.json: no torch dtype name for ", dtype_name(dtype));
+}
+
+void export_hf_model(const Model& model, const std::filesystem::path& dir,
+                     const HfExportOptions& options) {
   const ParameterSet& p = model.params();
   CpuAllocator scratch;
   std::vector<OwnedTensor> assembled;
   const auto weights = full_named_tensors(
       p, [&](int id) { return p.values(id); }, "", scratch, assembled);
   std::filesystem::create_directories(dir);
-  checkpoint::save_safetensors(dir / "model.safetensors", weights, {{"format", "pt"}});
-  checkpoint::write_json_atomically(dir / "config.json", model.config_json());
+  checkpoint::save_tensor_collection(dir, "model", weights, options.max_shard_bytes,
+                                     {{"format", "pt"}});
+  nlohmann::json config = model.config_json();
+  const auto* llama = dynamic_cast<const llama::LlamaModel*>(&model);
+  if (llama) {
+    // What the file holds: f64 for an f64 run, the f32 masters of a bf16 one.
+    SDP_CHECK(!weights.empty(), "export: model ", model.name(), " has no parameters");
+    const DType stored = weights.front().tensor.dtype();
+    for (const auto& w : weights)
+      SDP_CHECK(w.tensor.dtype() == stored, "export: ", w.name, " is ",
+                dtype_name(w.tensor.dtype()), " but ", weights.front().name, " is ",
+                dtype_name(stored), "; config.json names one torch_dtype");
+    config["torch_dtype"] = torch_dtype_name(stored);
+    set_special_token_ids(config, options.tokenizer);
+    write_hf_tokenizer_files(options.tokenizer, llama->config().max_seq, dir);
+  }
+  checkpoint::write_json_atomically(dir / "config.json", config);
 }
 
 }  // namespace sdp

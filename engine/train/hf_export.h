@@ -5,8 +5,12 @@
 //   model.safetensors  parameters (and BatchNorm running statistics) under
 //                      those names; a tied head is stored once, as
 //                      model.embed_tokens.weight (HF convention)
-//   config.json        Model::config_json() (for LLaMA the HF config)
-// Trainer::save_checkpoint writes these two files through this function and
+//   config.json        Model::config_json() (for LLaMA the HF config, with
+//                      torch_dtype = the dtype of the stored tensors and the
+//                      data's special token ids)
+// and for LLaMA the tokenizer files of hf_tokenizer.h (generation_config.json,
+// tokenizer.json and tokenizer_config.json where the data has a tokenizer).
+// Trainer::save_checkpoint writes these files through this function and
 // adds its optimizer and trainer state next to them.
 #include <filesystem>
 #include <functional>
@@ -14,14 +18,30 @@
 #include <vector>
 
 #include "engine/checkpoint/safetensors.h"
+#include "engine/checkpoint/tensor_collection.h"
+#include "engine/data/tokenizer_facts.h"
 #include "models/common/model.h"
 
 namespace sdp {
 
-// Writes model.safetensors and config.json into `dir` (created if missing;
-// existing files of those names are replaced). Every parameter group must be
-// materialized in host memory.
-void export_hf_model(const Model& model, const std::filesystem::path& dir);
+struct HfExportOptions {
+  // Above this many bytes of tensors model.safetensors is split into shards
+  // with an index (tensor_collection.h).
+  uint64_t max_shard_bytes = checkpoint::kDefaultMaxShardBytes;
+  // Language models: the tokenizer behind the training data's ids.
+  data::TokenizerFacts tokenizer;
+};
+
+// Writes model.safetensors (or its shards and index), config.json (and for
+// LLaMA the tokenizer files) into `dir` (created if missing; existing files
+// of those names are replaced, stale shards of another split removed).
+// Every parameter group must be materialized in host memory.
+void export_hf_model(const Model& model, const std::filesystem::path& dir,
+                     const HfExportOptions& options = {});
+
+// "float32", "float64" or "bfloat16": torch's name of a dtype, as
+// config.json's torch_dtype spells it.
+const char* torch_dtype_name(DType dtype);
 
 // The full tensors of `p` under prefix + HF name, taking each stored part from
 // part_of(id) (its values, or an optimizer moment). Whole tensors are
@@ -37,7 +57,8 @@ std::vector<checkpoint::NamedTensor> full_named_tensors(
 // moments of every trained one ("exp_avg.<name>", "exp_avg_sq.<name>"). So a
 // checkpoint loads into any cut of the model: another plan, world size or
 // granularity.
-void read_parameter_set(ParameterSet& p, const checkpoint::SafetensorsFile& weights,
-                        const checkpoint::SafetensorsFile* moments);
+// Either form of the files (one file or shards) reads the same.
+void read_parameter_set(ParameterSet& p, const checkpoint::TensorCollection& weights,
+                        const checkpoint::TensorCollection* moments);
 
 }  // namespace sdp

@@ -1,5 +1,6 @@
 #include "engine/train/train_config.h"
 
+#include "engine/checkpoint/byte_size.h"
 #include "engine/core/error.h"
 
 namespace sdp {
@@ -10,7 +11,7 @@ namespace sdp {
   X(weight_decay) X(beta1) X(beta2) X(eps) X(grad_clip) X(eval_every) X(eval_batches) X(recalibration_images)     \
   X(seed) X(device) X(dtype) X(threads) X(strategy) X(active_fraction) X(plan)            \
   X(plan_seed) X(ffn_groups) X(head_groups) X(channel_groups) X(comm_timeout) X(bucket_mb) X(grad_reduce_dtype) X(emulate_world)              \
-  X(emulate_rank) X(save_dir) X(save_every) X(resume) X(metrics) X(progress)
+  X(emulate_rank) X(save_dir) X(save_every) X(resume) X(max_shard_size) X(metrics) X(progress)
 
 nlohmann::json TrainConfig::to_json() const {
   nlohmann::json j;
@@ -118,6 +119,7 @@ void TrainConfig::validate() const {
          emulate_world - 1, "])");
   if (emulate_world == 0 && emulate_rank != 0)
     fail("config: emulate_rank = ", emulate_rank, " needs emulate_world to be set");
+  checkpoint::parse_byte_size(max_shard_size, "config: max_shard_size");
   if (save_every > 0 && save_dir.empty())
     fail("config: save_every = ", save_every, " needs save_dir to be set");
 }

@@ -74,6 +74,9 @@ struct TrainConfig {
   std::string save_dir;                 // empty: no checkpoints
   int64_t save_every = 0;               // 0: only at the end (when save_dir is set)
   std::string resume;                   // checkpoint dir, or a save_dir with `latest`
+  // Largest safetensors file of a checkpoint ("5GB", "500MB", "2GiB", bytes;
+  // GB = 10^9, GiB = 2^30); above it model / optimizer tensors are sharded.
+  std::string max_shard_size = "5GB";
   std::string metrics;                  // JSON-lines path; empty: none
   bool progress = true;                 // progress line on a terminal
 

@@ -6,9 +6,15 @@
 //                          statistics: averaged over the ranks where all run
 //                          the full model, re-estimated for the assembled
 //                          full model under forward masking)
-//   config.json            Model::config_json (for LLaMA the HF config)
-//                          (these two are written by export_hf_model, hf_export.h)
+//   config.json            Model::config_json (for LLaMA the HF config, with
+//                          the stored dtype and the data's special token ids)
+//   generation_config.json LLaMA: the data's bos / eos / pad ids
+//   tokenizer.json,        LLaMA on data with a tokenizer (byte-level text,
+//   tokenizer_config.json  prepared llm.c shards): AutoTokenizer loads it
+//                          (these are written by export_hf_model, hf_export.h)
 //   optimizer.safetensors  AdamW moments: "exp_avg.<name>", "exp_avg_sq.<name>"
+// Above max_shard_size the two .safetensors files are split into shards
+// with an index each, as transformers does (tensor_collection.h).
 //   sdp_state.json         step, training config, data position (checkpoint_dir.h)
 // The directory is written through a DirectoryTransaction: a crash leaves
 // either the previous checkpoint or the new one, never a mix.
@@ -16,8 +22,10 @@
 #include <vector>
 
 #include "engine/checkpoint/atomic_file.h"
+#include "engine/checkpoint/byte_size.h"
 #include "engine/checkpoint/json_file.h"
 #include "engine/checkpoint/safetensors.h"
+#include "engine/checkpoint/tensor_collection.h"
 #include "engine/train/checkpoint_dir.h"
 #include "engine/train/hf_export.h"
 #include "engine/train/rank_agreement.h"
@@ -35,12 +43,12 @@ namespace {
 constexpr int kFormatVersion = 1;
 }
 
-void read_parameter_set(ParameterSet& p, const ck::SafetensorsFile& weights,
-                        const ck::SafetensorsFile* moments) {
+void read_parameter_set(ParameterSet& p, const ck::TensorCollection& weights,
+                        const ck::TensorCollection* moments) {
   CpuAllocator scratch;
   // Files hold host tensors in the state dtype; a device part (or a bf16
   // one) is read on the host and copied over.
-  auto read_part = [&](const ck::SafetensorsFile& file, const std::string& name, int id,
+  auto read_part = [&](const ck::TensorCollection& file, const std::string& name, int id,
                        Tensor part) {
     const ParamDecl& d = p.decl(id);
     const bool direct = part.device() == Device::cpu && part.dtype() == p.state_dtype();
@@ -50,13 +58,27 @@ void read_parameter_set(ParameterSet& p, const ck::SafetensorsFile& weights,
       staged = OwnedTensor(scratch, part.shape(), p.state_dtype(), MemCategory::workspace);
       host = *staged;
     }
-    if (!d.is_piece()) {
+    // A checkpoint of another dtype (an f64 run's into an f32 one) is read
+    // as stored and converted.
+    const DType stored = file.contains(name) ? file.info(name).dtype : host.dtype();
+    if (!d.is_piece() && stored == host.dtype()) {
       file.read_into(name, host);
+    } else if (!d.is_piece()) {
+      OwnedTensor as_stored(scratch, host.shape(), stored, MemCategory::workspace);
+      file.read_into(name, *as_stored);
+      stage_copy(*as_stored, host);
     } else {
       // A piece of a full tensor: read the whole, keep the rows / columns.
-      OwnedTensor whole(scratch, d.full_shape, host.dtype(), MemCategory::workspace);
+      OwnedTensor whole(scratch, d.full_shape, stored, MemCategory::workspace);
       file.read_into(name, *whole);
-      copy_full_to_part(d, *whole, host);
+      Tensor full = *whole;
+      OwnedTensor converted;
+      if (stored != host.dtype()) {
+        converted = OwnedTensor(scratch, d.full_shape, host.dtype(), MemCategory::workspace);
+        full = *converted;
+        stage_copy(*whole, full);
+      }
+      copy_full_to_part(d, full, host);
     }
     if (!direct) stage_copy(host, part);
   };
@@ -100,8 +122,11 @@ void Trainer::save_checkpoint(const fs::path& dir) {
     moments.push_back(t);
   ck::DirectoryTransaction tx(dir);
   const fs::path& out = tx.staging_dir();
-  export_hf_model(source, out);  // model.safetensors + config.json
-  ck::save_safetensors(out / "optimizer.safetensors", moments);
+  HfExportOptions hf;
+  hf.max_shard_bytes = ck::parse_byte_size(config_.max_shard_size, "max_shard_size");
+  hf.tokenizer = train_data_->tokenizer();
+  export_hf_model(source, out, hf);  // model.safetensors, config.json, tokenizer files
+  ck::save_tensor_collection(out, "optimizer", moments, hf.max_shard_bytes);
   ck::write_json_atomically(out / kStateFileName,
                             {{"format_version", kFormatVersion},
                              {"step", step_},
@@ -123,14 +148,16 @@ void Trainer::load_checkpoint(const fs::path& dir) {
     fail("checkpoint ", dir.string(), ": format_version ", state.value("format_version", 0),
          " is not supported (this build reads version ", kFormatVersion, ")");
   const nlohmann::json saved_model = ck::read_json_file(dir / "config.json");
-  if (saved_model.dump() != model_->config_json().dump())
+  // The architecture decides; the stored dtype (f32 / f64) and the data's
+  // token ids may differ.
+  if (model_architecture(saved_model) != model_architecture(model_->config_json()))
     fail("checkpoint ", dir.string(), " holds model ", describe_model_config(saved_model),
          ", but this run builds ", model_->name(), " (", model_->parameter_count(),
          " parameters)");
 
   ParameterSet& p = model_->params();
-  const ck::SafetensorsFile weights(dir / "model.safetensors");
-  const ck::SafetensorsFile moments(dir / "optimizer.safetensors");
+  const ck::TensorCollection weights(dir, "model");
+  const ck::TensorCollection moments(dir, "optimizer");
   read_parameter_set(p, weights, &moments);
   // A resumed run reproduces the uninterrupted one only with the same data
   // stream; other fields (steps, lr, ...) may change on purpose.

@@ -90,7 +90,13 @@ nlohmann::json LlamaConfig::to_hf_json() const {
       {"hidden_act", "silu"},
       {"attention_bias", false},
       {"mlp_bias", false},
-      {"torch_dtype", "float32"},
+      // transformers' LlamaConfig fields, stated because they hold: no
+      // dropout, no RoPE scaling, unsplit projections, and the init's std
+      // of the normal weights (llama_model.cpp).
+      {"attention_dropout", 0.0},
+      {"rope_scaling", nullptr},
+      {"pretraining_tp", 1},
+      {"initializer_range", 0.02},
       {"sdp_name", name},
   };
 }

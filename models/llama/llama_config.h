@@ -31,6 +31,9 @@ struct LlamaConfig {
   static LlamaConfig named(const std::string& name);
   static std::vector<std::string> names();
 
+  // The architecture as a Hugging Face config. torch_dtype and the special
+  // token ids belong to a checkpoint's tensors and data, not to the
+  // architecture: the export adds them (engine/train/hf_export.h).
   nlohmann::json to_hf_json() const;
   static LlamaConfig from_hf_json(const nlohmann::json& j);
 };

@@ -1,0 +1,71 @@
+#include "engine/data/llmc_data_info.h"
+
+#include <string>
+
+#include <nlohmann/json.hpp>
+
+#include "engine/checkpoint/json_file.h"
+#include "engine/core/error.h"
+
+namespace sdp::data {
+
+namespace fs = std::filesystem;
+
+namespace {
+
+constexpr const char* kFormat = "sdp-llmc-data";
+constexpr int kVersion = 1;
+
+const nlohmann::json& field(const nlohmann::json& j, const fs::path& file, const char* name) {
+  if (!j.contains(name)) fail(file.string(), ": missing field '", name, "'");
+  return j.at(name);
+}
+
+std::optional<int64_t> token_id(const nlohmann::json& j, const fs::path& file, const char* name,
+                                int64_t vocab) {
+  const nlohmann::json& v = field(j, file, name);
+  if (v.is_null()) return std::nullopt;
+  if (!v.is_number_integer() || v.get<int64_t>() < 0 || v.get<int64_t>() >= vocab)
+    fail(file.string(), ": field '", name, "' is ", v.dump(),
+         "; valid: null (no such token) or an integer in [0, vocab_size = ", vocab, ")");
+  return v.get<int64_t>();
+}
+
+}  // namespace
+
+std::optional<LlmcDataInfo> read_llmc_data_info(const fs::path& shard_dir) {
+  const fs::path file = shard_dir / kLlmcDataInfoName;
+  if (!fs::exists(file)) return std::nullopt;
+  const nlohmann::json j = checkpoint::read_json_file(file);
+  if (!j.is_object()) fail(file.string(), ": expected a JSON object, got ", j.type_name());
+  const nlohmann::json& format = field(j, file, "format");
+  if (format != kFormat)
+    fail(file.string(), ": field 'format' is ", format.dump(), "; valid: \"", kFormat, "\"");
+  const nlohmann::json& version = field(j, file, "version");
+  if (version != kVersion)
+    fail(file.string(), ": field 'version' is ", version.dump(), "; this build reads version ",
+         kVersion);
+  const nlohmann::json& vocab = field(j, file, "vocab_size");
+  if (!vocab.is_number_integer() || vocab.get<int64_t>() < 1)
+    fail(file.string(), ": field 'vocab_size' is ", vocab.dump(), "; valid: a positive integer");
+
+  LlmcDataInfo info;
+  info.vocab_size = vocab.get<int64_t>();
+  info.tokenizer.kind = TokenizerFacts::Kind::file;
+  info.tokenizer.bos_token_id = token_id(j, file, "bos_token_id", info.vocab_size);
+  info.tokenizer.eos_token_id = token_id(j, file, "eos_token_id", info.vocab_size);
+  info.tokenizer.pad_token_id = token_id(j, file, "pad_token_id", info.vocab_size);
+  const nlohmann::json& tok = field(j, file, "tokenizer");
+  // A plain file name: the tokenizer travels with the shards.
+  if (!tok.is_string() || tok.get<std::string>().empty() ||
+      fs::path(tok.get<std::string>()).has_parent_path())
+    fail(file.string(), ": field 'tokenizer' is ", tok.dump(),
+         "; valid: the name of a tokenizers JSON file in the same directory");
+  info.tokenizer.tokenizer_json = fs::absolute(shard_dir / tok.get<std::string>());
+  if (!fs::is_regular_file(info.tokenizer.tokenizer_json))
+    fail(file.string(), ": field 'tokenizer' names ", info.tokenizer.tokenizer_json.string(),
+         ", which does not exist");
+  return info;
+}
+
+}  // namespace sdp::data
