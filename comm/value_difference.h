@@ -20,8 +20,8 @@ using DescribeDifference =
 // the first differing character, with `where` naming its position.
 ValueDifference describe_text_difference(const std::string& first, const std::string& second);
 
-// JSON objects (a run configuration): the first key, in the first object's
-// order, whose value differs or that only one of them has ("(absent)"),
+// JSON objects (a run configuration): the first key, in key order, whose
+// value differs or that only one of them has ("(absent)"),
 // values as compact JSON. Text that is not a JSON object falls back to
 // describe_text_difference.
 ValueDifference describe_json_difference(const std::string& first, const std::string& second);

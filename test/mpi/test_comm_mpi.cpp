@@ -344,11 +344,11 @@ TEST_CASE("require_same_on_all_ranks: passes when equal, same error on every ran
                     " from rank 0 (group world): rank 0 has 'seed 0', rank 1 has 'seed 1'");
   CHECK(on_all_ranks(!message.empty() && !many.empty()));
 
-  // A configuration: the first differing field and both values, on every
-  // rank; values of different lengths travel whole.
+  // A configuration: the first differing field (in key order) and both
+  // values, on every rank; values of different lengths travel whole.
   const std::string config = r == n - 1
-                                 ? R"({"model":"tiny","lr":0.02,"data":"text:a-much-longer-path"})"
-                                 : R"({"model":"tiny","lr":0.1,"data":"synthetic"})";
+                                 ? R"({"model":"tiny","lr":0.02,"resume":"a-much-longer-path"})"
+                                 : R"({"model":"tiny","lr":0.1,"resume":""})";
   w.stats().reset();
   const std::string field = error_message(
       [&] { require_same_on_all_ranks(w, "the run configuration", config, describe_json_difference); });
