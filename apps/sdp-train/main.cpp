@@ -2,7 +2,9 @@
 // `mpirun -np N sdp-train ...` (one rank per process, MPI found from the
 // launcher's environment).
 #include <cstdio>
+#include <new>
 #include <optional>
+#include <string>
 
 #include <CLI/CLI.hpp>
 
@@ -59,6 +61,17 @@ int main(int argc, char** argv) {
       return 0;
     }
     return sdp::app::run_training(config, options.dry_run, mpi.has_value());
+  } catch (const std::bad_alloc&) {
+    // Sizes known up front are checked where they are set; this is memory
+    // that ran out elsewhere (the host's, for containers outside the
+    // allocators), reported without the bare library text.
+    std::fprintf(stderr,
+                 "sdp-train: %serror: out of host memory (an allocation outside the engine's "
+                 "allocators failed); a smaller model, --batch, --seq, --emulate-world or "
+                 "world, or more free memory, is needed\n",
+                 rank == 0 ? "" : ("[rank " + std::to_string(rank) + "] ").c_str());
+    if (mpi && MpiRuntime::size() > 1) MpiRuntime::abort_job(2);
+    return 2;
   } catch (const sdp::CollectiveError& e) {
     // Every rank failed alike at the same point: one report, a clean end.
     if (rank == 0) std::fprintf(stderr, "sdp-train: error: %s\n", e.what());
