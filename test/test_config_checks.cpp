@@ -7,6 +7,7 @@
 #include <string>
 #include <utility>
 
+#include "engine/parallel/strategy.h"
 #include "engine/train/train_config.h"
 
 using namespace sdp;
@@ -126,4 +127,17 @@ TEST_CASE("config: every count has an upper bound, and products of counts are bo
   edge.comm_timeout = L::kCommTimeout;
   edge.skip_nonfinite = L::kSteps;
   CHECK_NOTHROW(edge.validate());
+}
+
+TEST_CASE("strategy: group counts beyond int are refused, not read as automatic", "[config]") {
+  TrainConfig c;
+  c.model = "tiny";
+  c.strategy = "n-sdp";
+  c.active_fraction = 0.5;
+  c.ffn_groups = int64_t{1} << 31;  // wraps to a negative int
+  REQUIRE_THROWS_WITH(StrategySpec::from_config(c),
+                      Catch::Contains("ffn_groups = 2147483648 is invalid (valid: [0, 65536])"));
+  c.ffn_groups = 0;
+  c.head_groups = -1;
+  REQUIRE_THROWS_WITH(StrategySpec::from_config(c), Catch::Contains("head_groups = -1 is invalid"));
 }
