@@ -16,7 +16,7 @@ namespace {
 
 // Each rank is one meta step; far beyond this the run takes hours, and the
 // world must fit an int for the communicator anyway.
-constexpr int64_t kMaxWorld = 65536;
+constexpr int64_t kMaxWorld = config_limits::kWorld;
 
 std::string trim(const std::string& s) {
   const auto first = s.find_first_not_of(" \t");
@@ -76,7 +76,8 @@ void add_options(CLI::App& app, PlanOptions& o) {
                  "Named LLaMA config: tiny, mini, small, small-32k, llama-134m, llama-500m, "
                  "llama-1b")
       ->required();
-  app.add_option("--world", o.world, "Number of ranks N of the job to plan (1 to 65536)")
+  app.add_option("--world", o.world, "Number of ranks N of the job to plan")
+      ->check(app::integer_in(int64_t{1}, kMaxWorld))
       ->required();
   app.add_option("--strategies", o.strategies,
                  "Comma list of name[:C], name in ddp, b-sdp, n-sdp, bb-sdp, nb-sdp and C in "
