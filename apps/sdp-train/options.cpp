@@ -39,7 +39,8 @@ void add_options(CLI::App& app, CliOptions& o) {
                     "llmc:PATH[,PATH...] (llm.c .bin shards). ResNet images: synthetic "
                     "(= synthetic-images[:classes=K,...]), cifar10:DIR, cifar100:DIR");
   auto* batch = app.add_option_group("Batch and schedule");
-  batch->add_option("--batch", c.batch, "Sequences (LLaMA) or images (ResNet) per micro-batch per rank")
+  batch->add_option("--batch", c.batch,
+                    "Sequences (LLaMA) or images (ResNet) per micro-batch per rank")
       ->check(integer_in(int64_t{1}, L::kBatch));
   batch->add_option("--seq", c.seq, "Tokens per sequence (<= the model's max_seq; LLaMA only)")
       ->check(integer_in(int64_t{1}, L::kSeq));

@@ -14,8 +14,9 @@ namespace sdp {
   X(model) X(data) X(batch) X(seq) X(grad_accum) X(steps) X(lr) X(min_lr) X(warmup)      \
   X(weight_decay) X(beta1) X(beta2) X(eps) X(grad_clip) X(eval_every) X(eval_batches) X(recalibration_images)     \
   X(seed) X(device) X(dtype) X(threads) X(strategy) X(active_fraction) X(plan)            \
-  X(plan_seed) X(ffn_groups) X(head_groups) X(channel_groups) X(comm_timeout) X(bucket_mb) X(grad_reduce_dtype) X(skip_nonfinite) X(emulate_world)              \
-  X(emulate_rank) X(save_dir) X(save_every) X(resume) X(metrics) X(progress)
+  X(plan_seed) X(ffn_groups) X(head_groups) X(channel_groups) X(comm_timeout) X(bucket_mb) X(grad_reduce_dtype) X(emulate_world)              \
+  X(emulate_rank) X(save_dir) X(save_every) X(resume) X(metrics) X(progress)               \
+  X(skip_nonfinite)
 
 int max_threads() { return omp_get_num_procs(); }
 
@@ -29,7 +30,8 @@ nlohmann::json TrainConfig::to_json() const {
 
 namespace {
 
-[[noreturn]] void wrong_type(const std::string& key, const nlohmann::json& v, const char* expected) {
+[[noreturn]] void wrong_type(const std::string& key, const nlohmann::json& v,
+                             const char* expected) {
   throw ConfigFieldError(key, format("config: field '", key, "' has the wrong type (",
                                      v.type_name(), " ", v.dump(), "; expected ", expected, ")"));
 }

@@ -143,11 +143,12 @@ void check_state_file(const nlohmann::json& state, const fs::path& file) {
   const auto step = state.find("step");
   if (step == state.end()) bad("field 'step' is missing (valid: an integer in [0, ",
                                config_limits::kSteps, "])");
-  const bool step_valid = step->is_number_integer() &&
-                          (step->is_number_unsigned()
-                               ? step->get<uint64_t>() <= static_cast<uint64_t>(config_limits::kSteps)
-                               : step->get<int64_t>() >= 0 &&
-                                     step->get<int64_t>() <= config_limits::kSteps);
+  constexpr int64_t kMaxStep = config_limits::kSteps;
+  const bool step_valid =
+      step->is_number_integer() &&
+      (step->is_number_unsigned()
+           ? step->get<uint64_t>() <= static_cast<uint64_t>(kMaxStep)
+           : step->get<int64_t>() >= 0 && step->get<int64_t>() <= kMaxStep);
   if (!step_valid)
     bad("field 'step' = ", shown(*step), " is invalid (valid: an integer in [0, ",
         config_limits::kSteps, "])");

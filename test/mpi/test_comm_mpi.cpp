@@ -350,8 +350,9 @@ TEST_CASE("require_same_on_all_ranks: passes when equal, same error on every ran
                                  ? R"({"model":"tiny","lr":0.02,"resume":"a-much-longer-path"})"
                                  : R"({"model":"tiny","lr":0.1,"resume":""})";
   w.stats().reset();
-  const std::string field = error_message(
-      [&] { require_same_on_all_ranks(w, "the run configuration", config, describe_json_difference); });
+  const std::string field = error_message([&] {
+    require_same_on_all_ranks(w, "the run configuration", config, describe_json_difference);
+  });
   CHECK(field == "the run configuration differs between ranks: rank " + std::to_string(n - 1) +
                      " differs from rank 0 (group world): lr: rank 0 has 0.1, rank " +
                      std::to_string(n - 1) + " has 0.02");
