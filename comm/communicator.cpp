@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <limits>
 
 namespace sdp::comm {
 
@@ -246,8 +247,39 @@ std::unique_ptr<Communicator> Communicator::do_subgroup(const std::vector<int>& 
   return split(member ? 0 : -1, rank_);
 }
 
+namespace {
+
+// Every rank's `value`, by group rank: lengths first (values differ in
+// length), then the bytes padded to the longest, in 32-bit words. Collective.
+std::vector<std::string> gather_values(Communicator& comm, const std::string& value) {
+  const size_t ranks = static_cast<size_t>(comm.size());
+  if (value.size() > static_cast<size_t>(std::numeric_limits<int32_t>::max()))
+    fail("require_same_on_all_ranks: a value of ", value.size(), " bytes is too long to "
+         "compare (valid: below 2 GiB)");
+  int32_t my_length = static_cast<int32_t>(value.size());  // [1]
+  std::vector<int32_t> lengths(ranks, my_length);          // [ranks]
+  Tensor length_out(lengths.data(), {static_cast<int64_t>(ranks)}, DType::i32, Device::cpu);
+  comm.all_gather(Tensor(&my_length, {1}, DType::i32, Device::cpu), length_out);
+  const size_t longest = static_cast<size_t>(*std::max_element(lengths.begin(), lengths.end()));
+  const size_t words = (longest + 3) / 4;
+  std::vector<int32_t> mine(std::max<size_t>(words, 1), 0);  // [words]
+  std::memcpy(mine.data(), value.data(), value.size());
+  std::vector<int32_t> all(mine.size() * ranks, 0);  // [ranks * words]
+  for (size_t r = 0; r < ranks; ++r) std::memcpy(&all[r * mine.size()], mine.data(), value.size());
+  Tensor bytes_out(all.data(), {static_cast<int64_t>(all.size())}, DType::i32, Device::cpu);
+  comm.all_gather(Tensor(mine.data(), {static_cast<int64_t>(mine.size())}, DType::i32, Device::cpu),
+                  bytes_out);
+  std::vector<std::string> values(ranks);
+  for (size_t r = 0; r < ranks; ++r)
+    values[r].assign(reinterpret_cast<const char*>(&all[r * mine.size()]),
+                     static_cast<size_t>(lengths[r]));
+  return values;
+}
+
+}  // namespace
+
 void require_same_on_all_ranks(Communicator& comm, const std::string& what,
-                               const std::string& value) {
+                               const std::string& value, const DescribeDifference& describe) {
   const uint64_t hash = stable_hash64(value);
   std::array<int32_t, 2> mine{};  // [2]: the hash as two 32-bit words
   std::memcpy(mine.data(), &hash, sizeof hash);
@@ -260,23 +292,29 @@ void require_same_on_all_ranks(Communicator& comm, const std::string& what,
   Tensor output(all.data(), {static_cast<int64_t>(all.size())}, DType::i32, Device::cpu);
   comm.all_gather(input, output);
 
-  std::vector<int> differing;  // world ranks
+  std::vector<int> differing;  // group ranks
   for (int r = 1; r < comm.size(); ++r) {
     const size_t at = static_cast<size_t>(r) * 2;
-    if (all[at] != all[0] || all[at + 1] != all[1])
-      differing.push_back(comm.world_ranks()[static_cast<size_t>(r)]);
+    if (all[at] != all[0] || all[at + 1] != all[1]) differing.push_back(r);
   }
   if (differing.empty()) return;
+  // Every rank saw the same hashes, so every rank gathers the values here.
+  const std::vector<std::string> values = gather_values(comm, value);
+  const int first_differing = differing.front();
+  const ValueDifference d = describe(values[0], values[static_cast<size_t>(first_differing)]);
   // Built from gathered data only, so every rank throws the same text.
+  const std::vector<int>& world_ranks = comm.world_ranks();
   std::string list;
   for (size_t i = 0; i < differing.size(); ++i) {
     if (i) list += ", ";
-    list += std::to_string(differing[i]);
+    list += std::to_string(world_ranks[static_cast<size_t>(differing[i])]);
   }
-  throw CollectiveError(format(what, " differs between ranks: rank", differing.size() > 1 ? "s " : " ",
-                               list, differing.size() > 1 ? " differ" : " differs", " from rank ",
-                               comm.world_ranks()[0], " (group ", comm.name(),
-                               ", compared by a 64-bit hash)"));
+  throw CollectiveError(format(
+      what, " differs between ranks: rank", differing.size() > 1 ? "s " : " ", list,
+      differing.size() > 1 ? " differ" : " differs", " from rank ", world_ranks[0], " (group ",
+      comm.name(), "): ", d.where.empty() ? "" : d.where + ": ", "rank ", world_ranks[0],
+      " has ", d.first, ", rank ", world_ranks[static_cast<size_t>(first_differing)], " has ",
+      d.second));
 }
 
 }  // namespace sdp::comm

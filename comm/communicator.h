@@ -31,6 +31,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "comm/value_difference.h"
 #include "engine/core/tensor.h"
 
 namespace sdp::comm {
@@ -200,10 +201,14 @@ std::unique_ptr<Communicator> make_world(std::string_view backend, CommOptions o
                                          int emulate_world = 1, int emulate_rank = 0);
 
 // Throws sdp::CollectiveError naming the ranks whose value differs from rank 0's and
-// `what` differs (e.g. "the run configuration"); every rank throws the same
-// message, so the job ends on every rank at once. Uses one all_gather of a
-// 64-bit hash of `value` (counted) on host buffers.
+// `what` differs (e.g. "the run configuration"), and how the first differing
+// rank's value differs from rank 0's (`describe`); every rank throws the same
+// message, so the job ends on every rank at once. Equal values cost one
+// all_gather of a 64-bit hash of `value` (counted) on host buffers; only when
+// the hashes differ are the values themselves gathered (their lengths, then
+// the bytes), so every rank can describe the difference.
 void require_same_on_all_ranks(Communicator& comm, const std::string& what,
-                               const std::string& value);
+                               const std::string& value,
+                               const DescribeDifference& describe = describe_text_difference);
 
 }  // namespace sdp::comm

@@ -20,6 +20,19 @@ TEST_CASE("tensor views share storage and check shapes", "[core]") {
   REQUIRE_THROWS_WITH(t->data<double>(), Catch::Contains("accessed as f64"));
 }
 
+TEST_CASE("element and byte counts that int64 or size_t cannot hold are refused", "[core]") {
+  // 2^62 * 4 wraps int64; a zero dimension makes any product empty.
+  const Shape huge{int64_t{1} << 62, 4};
+  REQUIRE_THROWS_WITH(huge.numel(), Catch::Contains("[4611686018427387904, 4] has more elements "
+                                                    "than int64 can count"));
+  CHECK(Shape({int64_t{1} << 62, 4, 0}).numel() == 0);
+  CHECK(Shape({int64_t{1} << 31, int64_t{1} << 31}).numel() == int64_t{1} << 62);
+  // 2^62 f64 elements are 2^65 bytes: refused before any allocation.
+  MetaAllocator meta(64);
+  REQUIRE_THROWS_WITH(OwnedTensor(meta, {int64_t{1} << 62}, DType::f64, MemCategory::activation),
+                      Catch::Contains("needs more bytes than size_t can count"));
+}
+
 TEST_CASE("allocator tracks current, peak and per-phase bytes by category", "[core]") {
   CpuAllocator alloc;
   auto& s = alloc.stats();

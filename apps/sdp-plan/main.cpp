@@ -5,6 +5,7 @@
 #include <chrono>
 #include <cstdio>
 #include <fstream>
+#include <new>
 
 #include <CLI/CLI.hpp>
 
@@ -42,6 +43,14 @@ int main(int argc, char** argv) {
       if (!out.flush()) sdp::fail("--output: writing '", report.job.output, "' failed");
     }
     return 0;
+  } catch (const std::bad_alloc&) {
+    // The sizes known up front (the plan's dense rank matrix) are checked
+    // before allocating; this is memory that ran out elsewhere.
+    std::fprintf(stderr,
+                 "sdp-plan: error: out of host memory (an allocation failed while planning "
+                 "%lld ranks); a smaller --world or model, or more free memory, is needed\n",
+                 static_cast<long long>(options.world));
+    return 2;
   } catch (const std::exception& e) {
     std::fprintf(stderr, "sdp-plan: error: %s\n", e.what());
     return 2;

@@ -1,6 +1,9 @@
 #include "apps/sdp-plan/plan_options.h"
 
 #include <charconv>
+#include <limits>
+
+#include "apps/integer_option.h"
 
 #include "engine/core/error.h"
 #include "engine/parallel/strategy.h"
@@ -13,7 +16,7 @@ namespace {
 
 // Each rank is one meta step; far beyond this the run takes hours, and the
 // world must fit an int for the communicator anyway.
-constexpr int64_t kMaxWorld = 65536;
+constexpr int64_t kMaxWorld = config_limits::kWorld;
 
 std::string trim(const std::string& s) {
   const auto first = s.find_first_not_of(" \t");
@@ -68,36 +71,46 @@ OutputFormat parse_format(const std::string& f) {
 
 void add_options(CLI::App& app, PlanOptions& o) {
   TrainConfig& c = o.base;
+  namespace L = config_limits;
   app.add_option("--model", c.model,
                  "Named LLaMA config: tiny, mini, small, small-32k, llama-134m, llama-500m, "
                  "llama-1b")
       ->required();
-  app.add_option("--world", o.world, "Number of ranks N of the job to plan (1 to 65536)")
+  app.add_option("--world", o.world, "Number of ranks N of the job to plan")
+      ->check(app::integer_in(int64_t{1}, kMaxWorld))
       ->required();
   app.add_option("--strategies", o.strategies,
                  "Comma list of name[:C], name in ddp, b-sdp, n-sdp, bb-sdp, nb-sdp and C in "
                  "(0, 1] (SDP without C: 0.5; ddp: 1). DDP is added as the baseline when absent")
       ->capture_default_str();
-  app.add_option("--batch", c.batch, "Sequences per micro-batch per rank (>= 1)")
+  app.add_option("--batch", c.batch, "Sequences per micro-batch per rank")
+      ->check(app::integer_in(int64_t{1}, L::kBatch))
       ->capture_default_str();
-  app.add_option("--seq", c.seq, "Tokens per sequence (>= 1, <= the model's max_seq)")
+  app.add_option("--seq", c.seq, "Tokens per sequence (<= the model's max_seq)")
+      ->check(app::integer_in(int64_t{1}, L::kSeq))
       ->capture_default_str();
-  app.add_option("--grad-accum", c.grad_accum, "Micro-batches per optimizer step (>= 1)")
+  app.add_option("--grad-accum", c.grad_accum, "Micro-batches per optimizer step")
+      ->check(app::integer_in(int64_t{1}, L::kGradAccum))
       ->capture_default_str();
   app.add_option("--dtype", c.dtype, "f32 or f64")->capture_default_str();
   app.add_option("--plan", c.plan, "Subnet plan construction: cyclic or random")
       ->capture_default_str();
-  app.add_option("--plan-seed", c.plan_seed, "Seed of random plans")->capture_default_str();
+  app.add_option("--plan-seed", c.plan_seed, "Seed of random plans")
+      ->check(app::integer_in(uint64_t{0}, std::numeric_limits<uint64_t>::max()))
+      ->capture_default_str();
   app.add_option("--ffn-groups", c.ffn_groups,
                  "Neuron strategies: FFN unit groups per block (0 = largest <= 4 dividing F)")
+      ->check(app::integer_in(int64_t{0}, L::kGroups))
       ->capture_default_str();
   app.add_option("--head-groups", c.head_groups,
                  "Neuron strategies: head groups per block (0 = largest <= 4 dividing the KV "
                  "heads)")
+      ->check(app::integer_in(int64_t{0}, L::kGroups))
       ->capture_default_str();
   app.add_option("--channel-groups", c.channel_groups,
                  "Neuron strategies on a ResNet: inner-channel groups per basic block (0 = "
                  "largest <= 8 dividing every width)")
+      ->check(app::integer_in(int64_t{0}, L::kGroups))
       ->capture_default_str();
   app.add_option("--data", c.data,
                  "Data spec as in sdp-train (its shapes matter: a ResNet's image size; "

@@ -4,7 +4,9 @@
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
+#include <new>
 #include <optional>
+#include <string>
 
 #include <CLI/CLI.hpp>
 
@@ -78,6 +80,17 @@ int main(int argc, char** argv) {
     }
     return check_output_delivered(
         sdp::app::run_training(config, options.dry_run, mpi.has_value()));
+  } catch (const std::bad_alloc&) {
+    // Sizes known up front are checked where they are set; this is memory
+    // that ran out elsewhere (the host's, for containers outside the
+    // allocators), reported without the bare library text.
+    std::fprintf(stderr,
+                 "sdp-train: %serror: out of host memory (an allocation outside the engine's "
+                 "allocators failed); a smaller model, --batch, --seq, --emulate-world or "
+                 "world, or more free memory, is needed\n",
+                 rank == 0 ? "" : ("[rank " + std::to_string(rank) + "] ").c_str());
+    if (mpi && MpiRuntime::size() > 1) MpiRuntime::abort_job(2);
+    return 2;
   } catch (const sdp::CollectiveError& e) {
     // Every rank failed alike at the same point: one report, a clean end.
     if (rank == 0) std::fprintf(stderr, "sdp-train: error: %s\n", e.what());

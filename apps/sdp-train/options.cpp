@@ -1,7 +1,11 @@
 #include "apps/sdp-train/options.h"
 
+#include <filesystem>
 #include <fstream>
+#include <limits>
+#include <map>
 
+#include "apps/integer_option.h"
 #include "engine/core/error.h"
 
 namespace sdp::app {
@@ -18,6 +22,7 @@ std::string field_of(const std::string& flag) {
 
 void add_options(CLI::App& app, CliOptions& o) {
   TrainConfig& c = o.flags;
+  namespace L = config_limits;
   app.add_option("--config", o.config_file, "JSON file of config fields (flags override it)");
   app.add_flag("--list-models", o.list_models, "Print the named model configs and exit");
   app.add_flag("--print-config", o.print_config, "Print the effective config as JSON and exit");
@@ -34,13 +39,23 @@ void add_options(CLI::App& app, CliOptions& o) {
                     "llmc:PATH[,PATH...] (llm.c .bin shards). ResNet images: synthetic "
                     "(= synthetic-images[:classes=K,...]), cifar10:DIR, cifar100:DIR");
   auto* batch = app.add_option_group("Batch and schedule");
-  batch->add_option("--batch", c.batch, "Sequences (LLaMA) or images (ResNet) per micro-batch per rank (>= 1)");
-  batch->add_option("--seq", c.seq, "Tokens per sequence (>= 1, <= the model's max_seq; LLaMA only)");
-  batch->add_option("--grad-accum", c.grad_accum, "Micro-batches per optimizer step (>= 1)");
-  batch->add_option("--steps", c.steps, "Optimizer steps (>= 0)");
+  batch->add_option("--batch", c.batch,
+                    "Sequences (LLaMA) or images (ResNet) per micro-batch per rank")
+      ->check(integer_in(int64_t{1}, L::kBatch));
+  batch->add_option("--seq", c.seq, "Tokens per sequence (<= the model's max_seq; LLaMA only)")
+      ->check(integer_in(int64_t{1}, L::kSeq));
+  batch->add_option("--grad-accum", c.grad_accum, "Micro-batches per optimizer step")
+      ->check(integer_in(int64_t{1}, L::kGradAccum));
+  batch->add_option("--steps", c.steps, "Optimizer steps")
+      ->check(integer_in(int64_t{0}, L::kSteps));
   batch->add_option("--lr", c.lr, "Peak learning rate (0, 10]");
   batch->add_option("--min-lr", c.min_lr, "Learning rate at the end of the cosine decay [0, lr]");
-  batch->add_option("--warmup", c.warmup, "Linear warmup steps (>= 0)");
+  batch->add_option("--warmup", c.warmup, "Linear warmup steps")
+      ->check(integer_in(int64_t{0}, L::kSteps));
+  batch->add_option("--skip-nonfinite", c.skip_nonfinite,
+                    "Steps with a non-finite loss or gradient norm that may be skipped (no "
+                    "update) before the run stops; 0 = stop at the first")
+      ->check(integer_in(int64_t{0}, L::kSteps));
   auto* optim = app.add_option_group("Optimizer (AdamW)");
   optim->add_option("--weight-decay", c.weight_decay, "Decoupled weight decay on matrices [0, 1]");
   optim->add_option("--beta1", c.beta1, "AdamW beta1 [0, 1)");
@@ -48,19 +63,26 @@ void add_options(CLI::App& app, CliOptions& o) {
   optim->add_option("--eps", c.eps, "AdamW epsilon (0, 1]");
   optim->add_option("--grad-clip", c.grad_clip, "Global grad-norm clip; 0 disables (>= 0)");
   auto* eval = app.add_option_group("Evaluation");
-  eval->add_option("--eval-every", c.eval_every, "Evaluate every k steps; 0 disables (>= 0)");
-  eval->add_option("--eval-batches", c.eval_batches, "Validation batches per evaluation (>= 1)");
+  eval->add_option("--eval-every", c.eval_every, "Evaluate every k steps; 0 disables")
+      ->check(integer_in(int64_t{0}, L::kSteps));
+  eval->add_option("--eval-batches", c.eval_batches, "Validation batches per evaluation")
+      ->check(integer_in(int64_t{1}, L::kEvalBatches));
   eval->add_option("--recalibration-images", c.recalibration_images,
                    "ResNets under forward masking: training images on which the assembled full "
                    "model re-estimates its BatchNorm statistics before evaluation and "
-                   "checkpoints (>= 0; 0 = keep the gathered ones)");
+                   "checkpoints (0 = keep the gathered ones)")
+      ->check(integer_in(int64_t{0}, L::kImages));
   auto* run = app.add_option_group("Execution");
-  run->add_option("--seed", c.seed, "Seed of initialization and data");
+  run->add_option("--seed", c.seed, "Seed of initialization and data")
+      ->check(integer_in(uint64_t{0}, std::numeric_limits<uint64_t>::max()));
   run->add_option("--device", c.device, "cpu, meta (dry run) or cuda");
   run->add_option("--dtype", c.dtype,
                  "f32, f64 (cpu) or bf16 (cuda: bf16 parameters and activations, f32 master "
                  "weights, gradients and AdamW state)");
-  run->add_option("--threads", c.threads, "OpenMP threads; 0 = OMP_NUM_THREADS or all cores");
+  run->add_option("--threads", c.threads,
+                  "OpenMP threads; 0 = OMP_NUM_THREADS or all cores (at most the logical CPUs "
+                  "this process may use)")
+      ->check(integer_in(0, max_threads()));
   auto* par = app.add_option_group("Parallelism (launch with mpirun -np N)");
   par->add_option("--strategy", c.strategy,
                   "ddp, b-sdp (blocks), n-sdp (FFN units + heads), bb-sdp / nb-sdp (backward "
@@ -68,28 +90,37 @@ void add_options(CLI::App& app, CliOptions& o) {
   par->add_option("--active-fraction", c.active_fraction,
                   "C in (0, 1]: share of components each rank owns (ddp: 1)");
   par->add_option("--plan", c.plan, "Subnet plan construction: cyclic or random");
-  par->add_option("--plan-seed", c.plan_seed, "Seed of random plans");
+  par->add_option("--plan-seed", c.plan_seed, "Seed of random plans")
+      ->check(integer_in(uint64_t{0}, std::numeric_limits<uint64_t>::max()));
   par->add_option("--ffn-groups", c.ffn_groups,
-                  "Neuron strategies: FFN unit groups per block (0 = largest <= 4 dividing F)");
+                  "Neuron strategies: FFN unit groups per block (0 = largest <= 4 dividing F)")
+      ->check(integer_in(int64_t{0}, L::kGroups));
   par->add_option("--head-groups", c.head_groups,
                   "Neuron strategies: head groups per block (0 = largest <= 4 dividing the KV "
-                  "heads)");
+                  "heads)")
+      ->check(integer_in(int64_t{0}, L::kGroups));
   par->add_option("--channel-groups", c.channel_groups,
                   "Neuron strategies on a ResNet: inner-channel groups per basic block (0 = "
-                  "largest <= 8 dividing every width)");
+                  "largest <= 8 dividing every width)")
+      ->check(integer_in(int64_t{0}, L::kGroups));
   par->add_option("--bucket-mb", c.bucket_mb,
                   "Gradient buckets (MiB) reduced during backward; 0 = after backward; "
-                  "-1 = auto (25 on cuda, 0 elsewhere)");
+                  "-1 = auto (25 on cuda, 0 elsewhere); at most 1048576");
   par->add_option("--grad-reduce-dtype", c.grad_reduce_dtype,
                   "Dtype gradients are averaged in: f32, or bf16 (half the bytes; cuda, meta)");
   par->add_option("--comm-timeout", c.comm_timeout,
-                  "Seconds a collective may take before the job ends (0 = wait forever)");
+                  "Seconds a collective may take before the job ends (0 = wait forever; at "
+                  "most a year, 31536000)");
   par->add_option("--emulate-world", c.emulate_world,
-                  "Run one rank of an N-rank job in this process (collectives counted, not run)");
-  par->add_option("--emulate-rank", c.emulate_rank, "The rank to emulate [0, N-1]");
+                  "Run one rank of an N-rank job in this process (collectives counted, not "
+                  "run); 0 = off")
+      ->check(integer_in(int64_t{0}, L::kWorld));
+  par->add_option("--emulate-rank", c.emulate_rank, "The rank to emulate (< N)")
+      ->check(integer_in(int64_t{0}, L::kWorld - 1));
   auto* io = app.add_option_group("Checkpoints and metrics");
   io->add_option("--save-dir", c.save_dir, "Directory for checkpoints (step-NNNNNN/ and latest)");
-  io->add_option("--save-every", c.save_every, "Checkpoint every k steps; 0 = only at the end");
+  io->add_option("--save-every", c.save_every, "Checkpoint every k steps; 0 = only at the end")
+      ->check(integer_in(int64_t{0}, L::kSteps));
   io->add_option("--resume", c.resume, "Checkpoint directory, or a save dir with a 'latest' file");
   io->add_option("--max-shard-size", c.max_shard_size,
                  "Largest checkpoint .safetensors file before sharding (5GB, 500MB, 2GiB, bytes)");
@@ -97,41 +128,86 @@ void add_options(CLI::App& app, CliOptions& o) {
   io->add_option("--progress", c.progress, "Live progress line when stdout is a terminal (true/false)");
 }
 
-TrainConfig resolve_config(const CLI::App& app, const CliOptions& o) {
-  nlohmann::json merged = TrainConfig().to_json();
-  if (!o.config_file.empty()) {
-    std::ifstream in(o.config_file);
-    if (!in) fail("--config: cannot open '", o.config_file, "'");
-    nlohmann::json file;
-    try {
-      in >> file;
-    } catch (const nlohmann::json::exception& e) {
-      fail("--config: '", o.config_file, "' is not valid JSON: ", e.what());
-    }
-    // from_json rejects unknown fields and wrong types with the field's name.
-    const TrainConfig from_file = TrainConfig::from_json(file);
-    merged = from_file.to_json();
-  }
-  const nlohmann::json given = o.flags.to_json();
-  for (const CLI::Option* opt : app.get_options()) {
-    if (opt->count() == 0 || opt->get_lnames().empty()) continue;
-    const std::string field = field_of(opt->get_lnames().front());
-    if (given.contains(field)) merged[field] = given[field];
-  }
-  for (const CLI::App* group : app.get_subcommands({}))
-    for (const CLI::Option* opt : group->get_options()) {
+namespace {
+
+// The fields given as flags, each with its flag ("grad_accum" -> "--grad-accum").
+std::map<std::string, std::string> given_fields(const CLI::App& app) {
+  std::map<std::string, std::string> fields;
+  auto collect = [&](const CLI::App& from) {
+    for (const CLI::Option* opt : from.get_options()) {
       if (opt->count() == 0 || opt->get_lnames().empty()) continue;
-      const std::string field = field_of(opt->get_lnames().front());
-      if (given.contains(field)) merged[field] = given[field];
+      const std::string& flag = opt->get_lnames().front();
+      fields[field_of(flag)] = "--" + flag;
     }
-  TrainConfig c = TrainConfig::from_json(merged);
-  if (o.dry_run) {
-    c.device = "meta";
-    if (c.steps > 1) c.steps = 1;
-    c.eval_every = 0;
+  };
+  collect(app);
+  for (const CLI::App* group : app.get_subcommands({})) collect(*group);
+  return fields;
+}
+
+nlohmann::json read_config_file(const std::string& path) {
+  std::error_code ec;
+  if (std::filesystem::is_directory(path, ec))
+    fail("--config: '", path, "' is a directory (expected a JSON file of config fields)");
+  std::ifstream in(path);
+  if (!in) fail("--config: cannot open '", path, "'");
+  nlohmann::json file;
+  try {
+    in >> file;
+  } catch (const nlohmann::json::exception& e) {
+    fail("--config: '", path, "' is not valid JSON: ", e.what());
+  } catch (const std::ios_base::failure& e) {
+    fail("--config: reading '", path, "' failed: ", e.what());
   }
-  c.validate();
-  return c;
+  if (in.bad()) fail("--config: reading '", path, "' failed");
+  return file;
+}
+
+// The message of a field error, said from where the value came: its flag,
+// or the config file.
+[[noreturn]] void rethrow_with_source(const ConfigFieldError& e,
+                                      const std::map<std::string, std::string>& flags,
+                                      const std::string& config_file) {
+  std::string message = e.what();
+  const std::string prefix = "config: ";
+  if (message.rfind(prefix, 0) == 0) message.erase(0, prefix.size());
+  const auto flag = flags.find(e.field());
+  if (flag != flags.end()) throw ConfigFieldError(e.field(), flag->second + ": " + message);
+  if (!config_file.empty())
+    throw ConfigFieldError(e.field(), "--config '" + config_file + "': " + message);
+  throw e;
+}
+
+}  // namespace
+
+TrainConfig resolve_config(const CLI::App& app, const CliOptions& o) {
+  const std::map<std::string, std::string> flags = given_fields(app);
+  try {
+    nlohmann::json merged = TrainConfig().to_json();
+    if (!o.config_file.empty()) {
+      // from_json rejects unknown fields, wrong types and out-of-range
+      // integers with the field's name.
+      const nlohmann::json file = read_config_file(o.config_file);
+      try {
+        merged = TrainConfig::from_json(file).to_json();
+      } catch (const ConfigFieldError& e) {
+        rethrow_with_source(e, {}, o.config_file);
+      }
+    }
+    const nlohmann::json given = o.flags.to_json();
+    for (const auto& [field, flag] : flags)
+      if (given.contains(field)) merged[field] = given[field];
+    TrainConfig c = TrainConfig::from_json(merged);
+    if (o.dry_run) {
+      c.device = "meta";
+      if (c.steps > 1) c.steps = 1;
+      c.eval_every = 0;
+    }
+    c.validate();
+    return c;
+  } catch (const ConfigFieldError& e) {
+    rethrow_with_source(e, flags, o.config_file);
+  }
 }
 
 }  // namespace sdp::app

@@ -194,7 +194,20 @@ int run_training(const TrainConfig& config, bool dry, bool use_mpi) {
                            {"lr", r.lr},             {"grad_norm", r.grad_norm},
                            {unit, r.examples},       {"seconds", r.seconds},
                            {per_s, r.examples / r.seconds}, {"flops", r.flops},
-                           {"memory", r.memory}, {"comm", r.comm}};
+                           {"memory", r.memory}, {"comm", r.comm},
+                           {"skipped_steps", r.skipped_steps}};
+    if (r.skipped) {
+      line["skipped"] = true;
+      if (root) {
+        progress.finish();
+        std::fprintf(stderr,
+                     "sdp-train: warning: step %lld skipped (no update): loss %g, gradient norm "
+                     "%g; %lld of --skip-nonfinite %lld skipped so far\n",
+                     static_cast<long long>(r.step), r.loss, r.grad_norm,
+                     static_cast<long long>(r.skipped_steps),
+                     static_cast<long long>(config.skip_nonfinite));
+      }
+    }
     if (world > 1) line["ranks"] = last_figures.to_json();
     const bool eval_now = config.eval_every > 0 &&
                           (r.step % config.eval_every == 0 || r.step == config.steps);
@@ -236,6 +249,7 @@ int run_training(const TrainConfig& config, bool dry, bool use_mpi) {
   nlohmann::json summary = {
       {"summary", true},
       {"steps", trainer.step()},
+      {"skipped_steps", trainer.skipped_steps()},
       {"final_train_loss", final_loss},
       {"final_eval_loss", last_eval},
       {per_s, timed_steps ? timed_examples / timed_seconds : NAN},

@@ -1,5 +1,6 @@
 #include "engine/core/tensor.h"
 
+#include <limits>
 #include <sstream>
 
 namespace sdp {
@@ -15,8 +16,14 @@ void Shape::push_back(int64_t d) {
 }
 
 int64_t Shape::numel() const {
+  for (int i = 0; i < ndim_; ++i)
+    if (dims_[static_cast<size_t>(i)] == 0) return 0;
   int64_t n = 1;
-  for (int i = 0; i < ndim_; ++i) n *= dims_[static_cast<size_t>(i)];
+  for (int i = 0; i < ndim_; ++i)
+    // A wrapped count would size buffers and loops wrongly, so it is refused.
+    if (__builtin_mul_overflow(n, dims_[static_cast<size_t>(i)], &n))
+      fail("tensor of shape ", str(), " has more elements than int64 can count (valid: a "
+           "product of dimensions <= ", std::numeric_limits<int64_t>::max(), ")");
   return n;
 }
 
@@ -81,8 +88,18 @@ std::string Tensor::describe() const {
   return format(dtype_name(dtype_), ' ', device_name(device_), ' ', shape_.str());
 }
 
+namespace {
+size_t checked_bytes(const Shape& shape, DType dtype) {
+  size_t bytes = 0;
+  if (__builtin_mul_overflow(static_cast<size_t>(shape.numel()), dtype_size(dtype), &bytes))
+    fail("a ", dtype_name(dtype), " tensor of shape ", shape.str(),
+         " needs more bytes than size_t can count");
+  return bytes;
+}
+}  // namespace
+
 OwnedTensor::OwnedTensor(Allocator& allocator, Shape shape, DType dtype, MemCategory category)
-    : storage(allocator, static_cast<size_t>(shape.numel()) * dtype_size(dtype), category),
+    : storage(allocator, checked_bytes(shape, dtype), category),
       view(storage.data(), shape, dtype, allocator.device()) {}
 
 void expect_shape(const Tensor& t, const Shape& shape, const char* op, const char* arg) {

@@ -18,10 +18,17 @@ StrategySpec StrategySpec::from_config(const TrainConfig& c) {
   s.construction = parse_plan_construction(c.plan);
   s.plan_seed = c.plan_seed;
   // 0 = automatic (models/registry.h), so that every model has a valid default.
+  // Narrowed to int only within the config's bound: a wrapped count would
+  // silently read as "automatic".
+  auto group_count = [](const char* field, int64_t v) {
+    if (v < 0 || v > config_limits::kGroups)
+      fail("config: ", field, " = ", v, " is invalid (valid: [0, ", config_limits::kGroups, "])");
+    return static_cast<int>(v);
+  };
   ModelLayout requested;
-  requested.ffn_groups = static_cast<int>(c.ffn_groups);
-  requested.head_groups = static_cast<int>(c.head_groups);
-  requested.channel_groups = static_cast<int>(c.channel_groups);
+  requested.ffn_groups = group_count("ffn_groups", c.ffn_groups);
+  requested.head_groups = group_count("head_groups", c.head_groups);
+  requested.channel_groups = group_count("channel_groups", c.channel_groups);
   const ModelLayout groups = with_default_groups(c.model, requested);
   s.ffn_groups = groups.ffn_groups;
   s.head_groups = groups.head_groups;

@@ -3,10 +3,12 @@
 #include <algorithm>
 #include <cmath>
 #include <cstddef>
+#include <new>
 
 #include <omp.h>
 
 #include "engine/core/error.h"
+#include "engine/core/host_memory.h"
 
 // LAPACK's symmetric eigensolver. OpenBLAS ships LAPACK in the same library
 // (sdp::blas, which the engine links through the kernels), but Debian installs
@@ -19,15 +21,42 @@ extern "C" void dsyev_(const char* jobz, const char* uplo, const int* n, double*
 
 namespace sdp {
 
+uint64_t spectral_gap_matrix_bytes(int64_t ranks) {
+  const uint64_t n = static_cast<uint64_t>(ranks);
+  return n * n * sizeof(double);
+}
+
+void check_spectral_gap_fits(int64_t ranks, uint64_t usable_bytes) {
+  const uint64_t bytes = spectral_gap_matrix_bytes(ranks);
+  if (bytes <= usable_bytes) return;
+  const auto largest =
+      static_cast<int64_t>(std::sqrt(static_cast<double>(usable_bytes) / sizeof(double)));
+  fail("the spectral gap of a ", ranks, "-rank plan needs a dense ", ranks, " x ", ranks,
+       " f64 matrix (", gib_text(static_cast<double>(bytes)), "), more than the ",
+       gib_text(static_cast<double>(usable_bytes)),
+       " of memory this process may use; worlds up to about ", largest,
+       " ranks fit (the matrix grows with the square of the world)");
+}
+
 double mask_graph_spectral_gap(const std::vector<std::vector<bool>>& owns) {
   const int n = static_cast<int>(owns.size());
   SDP_CHECK(n >= 1, "spectral gap of a plan with no ranks");
   if (n == 1) return 1.0;
   const size_t ranks = owns.size();
   const size_t components = owns[0].size();
+  check_spectral_gap_fits(n, usable_host_memory_bytes());
 
-  // co[i][j]: components co-owned by ranks i and j (the matrix A).
-  std::vector<double> co(ranks * ranks, 0.0);
+  // co[i][j]: components co-owned by ranks i and j (the matrix A); one
+  // matrix, turned into S in place below. The process's other memory may
+  // still leave too little for it.
+  std::vector<double> co;
+  try {
+    co.assign(ranks * ranks, 0.0);
+  } catch (const std::bad_alloc&) {
+    fail("the spectral gap of a ", n, "-rank plan needs a dense ", n, " x ", n, " f64 matrix (",
+         gib_text(static_cast<double>(spectral_gap_matrix_bytes(n))),
+         ") and allocating it failed; a smaller world, or more free memory, is needed");
+  }
   for (size_t i = 0; i < ranks; ++i)
     for (size_t j = i; j < ranks; ++j) {
       int shared = 0;
@@ -38,9 +67,10 @@ double mask_graph_spectral_gap(const std::vector<std::vector<bool>>& owns) {
   for (size_t i = 0; i < ranks; ++i)
     for (size_t j = 0; j < ranks; ++j) degree[i] += co[i * ranks + j];
 
-  // S = D^-1/2 A D^-1/2 (symmetric, so row- and column-major agree); an
-  // isolated rank becomes a unit diagonal entry, its own closed component.
-  std::vector<double> s(ranks * ranks, 0.0);
+  // S = D^-1/2 A D^-1/2 (symmetric, so row- and column-major agree), in
+  // place of A; an isolated rank (its row and column of A are zero) becomes
+  // a unit diagonal entry, its own closed component.
+  std::vector<double>& s = co;
   for (size_t i = 0; i < ranks; ++i) {
     if (degree[i] == 0) {
       s[i * ranks + i] = 1.0;

@@ -15,11 +15,20 @@
 // eigenvalues are real and lie in [0, 1] and the gap lies in [0, 1]; they are
 // computed on the symmetric S. For N = 1 there is no second eigenvalue and the
 // gap is reported as 1 (a single rank is trivially fully mixed).
+#include <cstdint>
 #include <vector>
 
 namespace sdp {
 
 // owns must be rectangular with at least one rank; validated by the caller.
+// Fails with a message saying which worlds fit when the dense ranks x ranks
+// matrix exceeds the memory this process may use.
 double mask_graph_spectral_gap(const std::vector<std::vector<bool>>& owns);
+
+// Bytes of the dense f64 ranks x ranks matrix the gap is computed on.
+uint64_t spectral_gap_matrix_bytes(int64_t ranks);
+// Throws sdp::Error when that matrix needs more than `usable_bytes`, naming
+// the world, the bytes, and the largest world that fits.
+void check_spectral_gap_fits(int64_t ranks, uint64_t usable_bytes);
 
 }  // namespace sdp

@@ -1,6 +1,11 @@
 #include "engine/train/train_config.h"
 
 #include "engine/checkpoint/byte_size.h"
+#include <omp.h>
+
+#include <cstdint>
+#include <limits>
+
 #include "engine/core/error.h"
 
 namespace sdp {
@@ -11,7 +16,10 @@ namespace sdp {
   X(weight_decay) X(beta1) X(beta2) X(eps) X(grad_clip) X(eval_every) X(eval_batches) X(recalibration_images)     \
   X(seed) X(device) X(dtype) X(threads) X(strategy) X(active_fraction) X(plan)            \
   X(plan_seed) X(ffn_groups) X(head_groups) X(channel_groups) X(comm_timeout) X(bucket_mb) X(grad_reduce_dtype) X(emulate_world)              \
-  X(emulate_rank) X(save_dir) X(save_every) X(resume) X(max_shard_size) X(metrics) X(progress)
+  X(emulate_rank) X(save_dir) X(save_every) X(resume) X(max_shard_size) X(metrics) X(progress)               \
+  X(skip_nonfinite)
+
+int max_threads() { return omp_get_num_procs(); }
 
 nlohmann::json TrainConfig::to_json() const {
   nlohmann::json j;
@@ -21,21 +29,60 @@ nlohmann::json TrainConfig::to_json() const {
   return j;
 }
 
+namespace {
+
+[[noreturn]] void wrong_type(const std::string& key, const nlohmann::json& v,
+                             const char* expected) {
+  throw ConfigFieldError(key, format("config: field '", key, "' has the wrong type (",
+                                     v.type_name(), " ", v.dump(), "; expected ", expected, ")"));
+}
+
+void read_field(const std::string& key, const nlohmann::json& v, std::string& out) {
+  if (!v.is_string()) wrong_type(key, v, "a string");
+  out = v.get<std::string>();
+}
+
+void read_field(const std::string& key, const nlohmann::json& v, bool& out) {
+  if (!v.is_boolean()) wrong_type(key, v, "true or false");
+  out = v.get<bool>();
+}
+
+void read_field(const std::string& key, const nlohmann::json& v, double& out) {
+  if (!v.is_number()) wrong_type(key, v, "a number");
+  out = v.get<double>();
+}
+
+// Integers exactly: a float (even 4.0) or a value outside the field's type
+// is an error, never truncated or wrapped.
+template <typename Int>
+void read_field(const std::string& key, const nlohmann::json& v, Int& out) {
+  using limits = std::numeric_limits<Int>;
+  const std::string valid = format("an integer in [", +limits::min(), ", ", +limits::max(), "]");
+  if (!v.is_number_integer()) wrong_type(key, v, valid.c_str());
+  const bool in_range = v.is_number_unsigned()
+                            ? v.get<uint64_t>() <= static_cast<uint64_t>(limits::max())
+                            : v.get<int64_t>() >= static_cast<int64_t>(limits::min()) &&
+                                  (v.get<int64_t>() < 0 ||
+                                   static_cast<uint64_t>(v.get<int64_t>()) <=
+                                       static_cast<uint64_t>(limits::max()));
+  if (!in_range)
+    throw ConfigFieldError(key, format("config: field '", key, "' = ", v.dump(),
+                                       " is out of range (valid: ", valid, ")"));
+  out = v.get<Int>();
+}
+
+}  // namespace
+
 TrainConfig TrainConfig::from_json(const nlohmann::json& j) {
   if (!j.is_object()) fail("config: expected a JSON object, got ", j.type_name());
   TrainConfig c;
   for (auto it = j.begin(); it != j.end(); ++it) {
     const std::string& key = it.key();
     bool known = false;
-#define SDP_FROM_JSON(f)                                                                  \
-  if (key == #f) {                                                                        \
-    known = true;                                                                         \
-    try {                                                                                 \
-      it.value().get_to(c.f);                                                             \
-    } catch (const nlohmann::json::exception&) {                                          \
-      fail("config: field '", key, "' has the wrong type (", it.value().type_name(),      \
-           "; expected the type of its default ", nlohmann::json(c.f).dump(), ")");       \
-    }                                                                                     \
+#define SDP_FROM_JSON(f)              \
+  if (key == #f) {                    \
+    known = true;                     \
+    read_field(key, it.value(), c.f); \
   }
     SDP_TRAIN_CONFIG_FIELDS(SDP_FROM_JSON)
 #undef SDP_FROM_JSON
@@ -44,37 +91,55 @@ TrainConfig TrainConfig::from_json(const nlohmann::json& j) {
 #define SDP_NAME(f) valid += std::string(valid.empty() ? "" : ", ") + #f;
       SDP_TRAIN_CONFIG_FIELDS(SDP_NAME)
 #undef SDP_NAME
-      fail("config: unknown field '", key, "' (valid fields: ", valid, ")");
+      throw ConfigFieldError(
+          key, format("config: unknown field '", key, "' (valid fields: ", valid, ")"));
     }
   }
   return c;
 }
 
 void TrainConfig::validate() const {
-  auto at_least = [](const char* field, int64_t v, int64_t lo) {
-    if (v < lo) fail("config: ", field, " = ", v, " is invalid (valid: >= ", lo, ")");
+  namespace L = config_limits;
+  auto invalid = [](const char* field, const auto&... parts) {
+    throw ConfigFieldError(field, format("config: ", field, " = ", parts...));
+  };
+  // A count in [lo, hi]; `why` says what bounds it where that is not obvious.
+  auto count = [&](const char* field, int64_t v, int64_t lo, int64_t hi, const char* why = "") {
+    if (v < lo || v > hi) invalid(field, v, " is invalid (valid: [", lo, ", ", hi, "]", why, ")");
   };
   // Interval [lo, hi] with either end open; hi_name describes hi when it is
   // another field (min_lr's upper bound is lr).
-  auto in_range = [](const char* field, double v, double lo, double hi, bool open_lo,
-                     bool open_hi = false, const char* hi_name = "") {
+  auto in_range = [&](const char* field, double v, double lo, double hi, bool open_lo,
+                      bool open_hi = false, const char* hi_name = "") {
     if (!(open_lo ? v > lo : v >= lo) || !(open_hi ? v < hi : v <= hi))
-      fail("config: ", field, " = ", v, " is invalid (valid: ", open_lo ? "(" : "[", lo, ", ",
-           hi_name, hi, open_hi ? ")" : "]", ")");
+      invalid(field, v, " is invalid (valid: ", open_lo ? "(" : "[", lo, ", ", hi_name, hi,
+              open_hi ? ")" : "]", ")");
   };
-  auto non_negative = [](const char* field, double v) {
-    if (!(v >= 0)) fail("config: ", field, " = ", v, " is invalid (valid: >= 0)");
+  auto non_negative = [&](const char* field, double v) {
+    if (!(v >= 0)) invalid(field, v, " is invalid (valid: >= 0)");
   };
-  at_least("batch", batch, 1);
-  at_least("seq", seq, 1);
-  at_least("grad_accum", grad_accum, 1);
-  at_least("steps", steps, 0);
-  at_least("warmup", warmup, 0);
-  at_least("eval_every", eval_every, 0);
-  at_least("eval_batches", eval_batches, 1);
-  at_least("recalibration_images", recalibration_images, 0);
-  at_least("save_every", save_every, 0);
-  at_least("threads", threads, 0);
+  count("batch", batch, 1, L::kBatch);
+  count("seq", seq, 1, L::kSeq);
+  // Products of bounded factors: checked without overflow, as quotients.
+  if (seq > L::kMicroBatchTokens / batch)
+    invalid("batch", batch, " with seq = ", seq, " is invalid: batch * seq must be <= ",
+            L::kMicroBatchTokens, " tokens per micro-batch");
+  count("grad_accum", grad_accum, 1, L::kGradAccum);
+  if (grad_accum > L::kRankStepTokens / (batch * seq))
+    invalid("grad_accum", grad_accum, " with batch * seq = ", batch * seq,
+            " is invalid: batch * seq * grad_accum must be <= ", L::kRankStepTokens,
+            " tokens per rank and step");
+  count("steps", steps, 0, L::kSteps);
+  count("warmup", warmup, 0, L::kSteps);
+  count("eval_every", eval_every, 0, L::kSteps);
+  count("eval_batches", eval_batches, 1, L::kEvalBatches);
+  count("recalibration_images", recalibration_images, 0, L::kImages);
+  count("save_every", save_every, 0, L::kSteps);
+  count("skip_nonfinite", skip_nonfinite, 0, L::kSteps);
+  // More OpenMP threads than logical CPUs only oversubscribe them, and a
+  // huge team exhausts the runtime's own resources.
+  count("threads", threads, 0, max_threads(),
+        ": 0 = the default, at most the logical CPUs this process may use");
   in_range("lr", lr, 0, 10, true);
   in_range("min_lr", min_lr, 0, lr, false, false, "lr = ");
   in_range("weight_decay", weight_decay, 0, 1, false);
@@ -83,45 +148,48 @@ void TrainConfig::validate() const {
   in_range("eps", eps, 0, 1, true);
   non_negative("grad_clip", grad_clip);
   if (device != "cpu" && device != "meta" && device != "cuda")
-    fail("config: device = '", device, "' is invalid (valid: cpu, meta, cuda)");
+    invalid("device", "'", device, "' is invalid (valid: cpu, meta, cuda)");
   if (dtype != "f32" && dtype != "f64" && dtype != "bf16")
-    fail("config: dtype = '", dtype, "' is invalid (valid: f32, f64, bf16)");
+    invalid("dtype", "'", dtype, "' is invalid (valid: f32, f64, bf16)");
   if (dtype == "bf16" && device == "cpu")
-    fail("config: dtype = 'bf16' needs device cuda (or meta for a dry run); the CPU kernels "
-         "compute in f32 or f64");
+    invalid("dtype", "'bf16' needs device cuda (or meta for a dry run); the CPU kernels "
+            "compute in f32 or f64");
   if (dtype == "f64" && device == "cuda")
-    fail("config: dtype = 'f64' is CPU-only (valid on cuda: f32, bf16)");
+    invalid("dtype", "'f64' is CPU-only (valid on cuda: f32, bf16)");
   const bool known_strategy = strategy == "ddp" || strategy == "b-sdp" || strategy == "n-sdp" ||
                               strategy == "bb-sdp" || strategy == "nb-sdp";
   if (!known_strategy)
-    fail("config: strategy = '", strategy,
-         "' is invalid (valid: ddp, b-sdp, n-sdp, bb-sdp, nb-sdp)");
+    invalid("strategy", "'", strategy,
+            "' is invalid (valid: ddp, b-sdp, n-sdp, bb-sdp, nb-sdp)");
   in_range("active_fraction", active_fraction, 0, 1, true);
   if (grad_reduce_dtype != "f32" && grad_reduce_dtype != "bf16")
-    fail("config: grad_reduce_dtype = '", grad_reduce_dtype, "' is invalid (valid: f32, bf16)");
+    invalid("grad_reduce_dtype", "'", grad_reduce_dtype, "' is invalid (valid: f32, bf16)");
   if (grad_reduce_dtype == "bf16" && device == "cpu")
-    fail("config: grad_reduce_dtype = 'bf16' needs device cuda (or meta for a dry run); MPI "
-         "cannot reduce bf16 host buffers");
-  if (!(bucket_mb == -1 || bucket_mb >= 0))
-    fail("config: bucket_mb = ", bucket_mb, " is invalid (valid: -1 = auto, 0 = no buckets, or > 0 MiB)");
+    invalid("grad_reduce_dtype", "'bf16' needs device cuda (or meta for a dry run); MPI "
+            "cannot reduce bf16 host buffers");
+  if (!(bucket_mb == -1 || (bucket_mb >= 0 && bucket_mb <= L::kBucketMb)))
+    invalid("bucket_mb", bucket_mb, " is invalid (valid: -1 = auto, 0 = no buckets, or (0, ",
+            static_cast<int64_t>(L::kBucketMb), "] MiB)");
   if (strategy == "ddp" && active_fraction != 1.0)
-    fail("config: active_fraction = ", active_fraction,
-         " needs an SDP strategy (ddp trains the whole model on every rank: C = 1)");
+    invalid("active_fraction", active_fraction,
+            " needs an SDP strategy (ddp trains the whole model on every rank: C = 1)");
   if (plan != "cyclic" && plan != "random")
-    fail("config: plan = '", plan, "' is invalid (valid: cyclic, random)");
-  at_least("ffn_groups", ffn_groups, 0);
-  at_least("head_groups", head_groups, 0);
-  at_least("channel_groups", channel_groups, 0);
-  non_negative("comm_timeout", comm_timeout);
-  at_least("emulate_world", emulate_world, 0);
+    invalid("plan", "'", plan, "' is invalid (valid: cyclic, random)");
+  count("ffn_groups", ffn_groups, 0, L::kGroups);
+  count("head_groups", head_groups, 0, L::kGroups);
+  count("channel_groups", channel_groups, 0, L::kGroups);
+  if (!(comm_timeout >= 0 && comm_timeout <= L::kCommTimeout))
+    invalid("comm_timeout", comm_timeout, " is invalid (valid: [0, ",
+            static_cast<int64_t>(L::kCommTimeout), "] seconds: 0 = wait forever, at most a year)");
+  count("emulate_world", emulate_world, 0, L::kWorld, ": 0 = off");
   if (emulate_world > 0 && (emulate_rank < 0 || emulate_rank >= emulate_world))
-    fail("config: emulate_rank = ", emulate_rank, " is invalid (valid: [0, emulate_world - 1 = ",
-         emulate_world - 1, "])");
+    invalid("emulate_rank", emulate_rank, " is invalid (valid: [0, emulate_world - 1 = ",
+            emulate_world - 1, "])");
   if (emulate_world == 0 && emulate_rank != 0)
-    fail("config: emulate_rank = ", emulate_rank, " needs emulate_world to be set");
+    invalid("emulate_rank", emulate_rank, " needs emulate_world to be set");
   checkpoint::parse_byte_size(max_shard_size, "config: max_shard_size");
   if (save_every > 0 && save_dir.empty())
-    fail("config: save_every = ", save_every, " needs save_dir to be set");
+    invalid("save_every", save_every, " needs save_dir to be set");
 }
 
 }  // namespace sdp

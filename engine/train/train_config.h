@@ -7,7 +7,44 @@
 
 #include <nlohmann/json.hpp>
 
+#include "engine/core/error.h"
+
 namespace sdp {
+
+// Upper bounds of the count fields. Far above any real run, so that a typo
+// fails at once, and small enough that every product the engine forms from
+// them (tokens of a micro-batch times the model width, examples of a step
+// over the whole world, byte counts) fits in int64 with room to spare.
+namespace config_limits {
+inline constexpr int64_t kBatch = int64_t{1} << 24;             // examples per micro-batch
+inline constexpr int64_t kSeq = int64_t{1} << 24;               // tokens per sequence
+inline constexpr int64_t kMicroBatchTokens = int64_t{1} << 31;  // batch * seq
+inline constexpr int64_t kGradAccum = int64_t{1} << 20;
+inline constexpr int64_t kRankStepTokens = int64_t{1} << 40;    // batch * seq * grad_accum
+inline constexpr int64_t kSteps = int64_t{1} << 40;  // steps and every count of steps
+inline constexpr int64_t kEvalBatches = int64_t{1} << 20;
+inline constexpr int64_t kImages = int64_t{1} << 40;            // recalibration_images
+inline constexpr int64_t kGroups = int64_t{1} << 16;            // ffn/head/channel groups
+inline constexpr int64_t kWorld = 65536;                        // emulate_world
+inline constexpr double kBucketMb = 1 << 20;                    // 1 TiB
+inline constexpr double kCommTimeout = 365.0 * 24 * 3600;       // a year, in seconds
+}  // namespace config_limits
+
+// The most OpenMP threads a run may ask for (config field threads): the
+// logical CPUs this process may use.
+int max_threads();
+
+// An invalid value of one config field; field() names it, so that a front
+// end can say where the value came from (a flag, a config file).
+class ConfigFieldError : public Error {
+ public:
+  ConfigFieldError(std::string field, const std::string& message)
+      : Error(message), field_(std::move(field)) {}
+  const std::string& field() const { return field_; }
+
+ private:
+  std::string field_;
+};
 
 struct TrainConfig {
   // model and data
@@ -66,6 +103,9 @@ struct TrainConfig {
   // bytes; each reduction goes through a bf16 copy, category comm). bf16
   // needs --device cuda or meta (MPI cannot reduce bf16 host buffers).
   std::string grad_reduce_dtype = "f32";
+  // Steps whose loss or gradient norm is not finite (NaN, inf) that may be
+  // skipped (no update applied) before the run stops; 0 = stop at the first.
+  int64_t skip_nonfinite = 0;
   // rank emulation: run rank `emulate_rank` of an `emulate_world`-rank job in
   // this process (collectives skipped but counted); 0 = off
   int64_t emulate_world = 0;
@@ -81,9 +121,11 @@ struct TrainConfig {
   bool progress = true;                 // progress line on a terminal
 
   nlohmann::json to_json() const;
-  // Unknown keys and wrong types are errors naming the key.
+  // Unknown keys, wrong types (a float or a string for an integer field), and
+  // integers outside their field's type (a negative seed) are errors naming
+  // the key (ConfigFieldError).
   static TrainConfig from_json(const nlohmann::json& j);
-  // Throws sdp::Error naming the first invalid field and its valid range.
+  // Throws ConfigFieldError naming the first invalid field and its valid range.
   void validate() const;
 };
 

@@ -42,6 +42,8 @@ DType parse_dtype(const std::string& s) {
 }
 
 std::unique_ptr<comm::Communicator> make_own_world(const TrainConfig& c) {
+  // Before the world's size is narrowed to an int: the bounds come first.
+  c.validate();
   comm::CommOptions options;
   options.timeout_seconds = c.comm_timeout;
   if (c.emulate_world > 0)
@@ -103,7 +105,8 @@ Trainer::Trainer(const TrainConfig& config, std::unique_ptr<comm::Communicator> 
   // collectives disagree (wrong sizes, a hang). Checked once, before any
   // collective of the training step.
   comm::Communicator& w = *world_;
-  comm::require_same_on_all_ranks(w, "the run configuration", config_.to_json().dump());
+  comm::require_same_on_all_ranks(w, "the run configuration", config_.to_json().dump(),
+                                 comm::describe_json_difference);
   // Rank r reads examples r, r + N, r + 2N, ... of the stream: together the
   // ranks see exactly the global batch a single process would.
   train_data_ = make_batch_loader(config_, data::Split::train,
@@ -189,9 +192,31 @@ StepResult Trainer::train_step() {
     w.all_reduce(*control_, comm::ReduceOp::sum);
   }
   const double* ctl = control_->data<double>();
-  {
+  r.grad_norm = std::sqrt(ctl[1]);
+  r.lr = schedule_.at(step_);
+  // The all-reduced loss and gradient norm are the same on every rank, so
+  // every rank stops, or skips the update, alike: the owners' copies stay
+  // identical. Meta runs compute nothing to check.
+  const bool finite = alloc_->device() == Device::meta ||
+                      (std::isfinite(ctl[0]) && std::isfinite(r.grad_norm));
+  if (!finite) {
+    const int64_t examples = examples_per_micro * config_.grad_accum * w.size();
+    const double loss = ctl[0] / static_cast<double>(examples);
+    if (skipped_steps_ >= config_.skip_nonfinite)
+      throw CollectiveError(format(
+          "step ", step_ + 1, ": the loss is ", loss, " and the gradient norm is ", r.grad_norm,
+          " (not finite); training stopped before applying this update",
+          skipped_steps_ > 0 ? format(" (", skipped_steps_, " such steps skipped already, "
+                                      "--skip-nonfinite ", config_.skip_nonfinite, ")")
+                             : std::string(),
+          ". Try a lower --lr (now ", config_.lr, "), gradient clipping (--grad-clip, now ",
+          config_.grad_clip, "), or check the data; --skip-nonfinite N skips up to N such "
+          "steps"));
+    ++skipped_steps_;
+    r.skipped = true;
+  }
+  if (!r.skipped) {
     PhaseScope phase(mem, Phase::optimizer);
-    r.grad_norm = std::sqrt(ctl[1]);
     // The same coefficient on every rank keeps the owners' copies identical.
     if (config_.grad_clip > 0 && r.grad_norm > config_.grad_clip) {
       const double coef = config_.grad_clip / (r.grad_norm + 1e-6);
@@ -201,10 +226,9 @@ StepResult Trainer::train_step() {
           ops::scale(grads, coef);
         }
     }
-    r.lr = schedule_.at(step_);
     optimizer_->update(step_ + 1, r.lr);
   }
-  if (layout_.spec.masking == Masking::backward) {
+  if (layout_.spec.masking == Masking::backward && !r.skipped) {
     PhaseScope phase(mem, Phase::communication);
     groups_->broadcast_updated_values(params);
   }
@@ -212,6 +236,7 @@ StepResult Trainer::train_step() {
   ops::synchronize(alloc_->device());
   ++step_;
   r.step = step_;
+  r.skipped_steps = skipped_steps_;
   const int64_t examples_per_rank = examples_per_micro * config_.grad_accum;
   r.rank_loss = loss_sum * loss_scale;
   r.loss = ctl[0] / static_cast<double>(examples_per_rank * w.size());

@@ -43,6 +43,10 @@ struct StepResult {
   double flops = 0;          // this rank's FLOPs in the step (kernels/flop_count.h)
   nlohmann::json memory;     // memory_json() of the step window
   nlohmann::json comm;       // CommStats::to_json() of the step
+  // The loss or gradient norm was not finite and config.skip_nonfinite
+  // allowed skipping the step: no update was applied (on any rank).
+  bool skipped = false;
+  int64_t skipped_steps = 0;  // skipped so far in this run, this step included
 };
 
 struct EvalResult {
@@ -78,6 +82,8 @@ class Trainer {
   double evaluate() { return evaluate_all().full_loss; }
   EvalResult evaluate_all();
   int64_t step() const { return step_; }
+  // Steps skipped for a non-finite loss or gradient norm (config.skip_nonfinite).
+  int64_t skipped_steps() const { return skipped_steps_; }
 
   // Writes a checkpoint directory atomically (rank 0 writes; every rank must
   // call it): model.safetensors (full tensors, Hugging Face names),
@@ -130,6 +136,7 @@ class Trainer {
   ModelDataFacts facts_;
   OwnedTensor control_;  // [2] f64 on the host: loss sum, gradient square share
   int64_t step_ = 0;
+  int64_t skipped_steps_ = 0;
   // Rank 0 of a forward-masked job: the full model for evaluation and
   // checkpoints, outside the step's memory accounting.
   std::unique_ptr<Allocator> full_alloc_;

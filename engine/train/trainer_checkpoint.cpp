@@ -141,12 +141,60 @@ void Trainer::save_checkpoint(const fs::path& dir) {
   if (world_->size() > 1) world_->barrier();
 }
 
+namespace {
+
+// A short rendering of a JSON value for a message (a corrupted file may
+// hold anything, of any size).
+std::string shown(const nlohmann::json& v) {
+  std::string text = v.dump();
+  if (text.size() > 60) text = text.substr(0, 57) + "...";
+  return text;
+}
+
+// The fields of a state file that loading relies on, checked before any of
+// them is used: a corrupted file fails here, naming the file, the field and
+// what is valid, rather than later with a bare JSON error or in AdamW.
+void check_state_file(const nlohmann::json& state, const fs::path& file) {
+  auto bad = [&](const auto&... parts) {
+    fail("checkpoint state file '", file.string(), "': ", parts...);
+  };
+  if (!state.is_object())
+    bad("expected a JSON object with format_version, step, train_config and data, got ",
+        state.type_name(), " ", shown(state));
+  const auto version = state.find("format_version");
+  if (version == state.end() || !version->is_number_integer() ||
+      version->get<int64_t>() != kFormatVersion)
+    bad("format_version ", version == state.end() ? "is missing" : "= " + shown(*version),
+        " (this build reads version ", kFormatVersion, ")");
+  const auto step = state.find("step");
+  if (step == state.end()) bad("field 'step' is missing (valid: an integer in [0, ",
+                               config_limits::kSteps, "])");
+  constexpr int64_t kMaxStep = config_limits::kSteps;
+  const bool step_valid =
+      step->is_number_integer() &&
+      (step->is_number_unsigned()
+           ? step->get<uint64_t>() <= static_cast<uint64_t>(kMaxStep)
+           : step->get<int64_t>() >= 0 && step->get<int64_t>() <= kMaxStep);
+  if (!step_valid)
+    bad("field 'step' = ", shown(*step), " is invalid (valid: an integer in [0, ",
+        config_limits::kSteps, "])");
+  const auto config = state.find("train_config");
+  if (config != state.end() && !config->is_object())
+    bad("field 'train_config' = ", shown(*config), " is invalid (valid: an object of config "
+        "fields)");
+  const auto data = state.find("data");
+  if (data == state.end() || !data->is_object())
+    bad("field 'data' ", data == state.end() ? "is missing" : "= " + shown(*data) + " is invalid",
+        " (valid: the data source's position, an object)");
+}
+
+}  // namespace
+
 void Trainer::load_checkpoint(const fs::path& dir) {
   ops::ComputeStream::Scope on_stream(*stream_);
-  const nlohmann::json state = ck::read_json_file(state_file_of(dir));
-  if (state.value("format_version", 0) != kFormatVersion)
-    fail("checkpoint ", dir.string(), ": format_version ", state.value("format_version", 0),
-         " is not supported (this build reads version ", kFormatVersion, ")");
+  const fs::path state_file = state_file_of(dir);
+  const nlohmann::json state = ck::read_json_file(state_file);
+  check_state_file(state, state_file);
   const nlohmann::json saved_model = ck::read_json_file(dir / "config.json");
   // The architecture decides; the stored dtype (f32 / f64) and the data's
   // token ids may differ.
@@ -171,8 +219,12 @@ void Trainer::load_checkpoint(const fs::path& dir) {
                    "sdp-train: warning: resuming with %s = %s, but the checkpoint was trained "
                    "with %s; the run will not match an uninterrupted one\n",
                    field, now_cfg[field].dump().c_str(), saved_cfg[field].dump().c_str());
+  try {
+    train_data_->restore(state.at("data"));
+  } catch (const Error& e) {
+    fail("checkpoint state file '", state_file.string(), "': field 'data': ", e.what());
+  }
   step_ = state.at("step").get<int64_t>();
-  train_data_->restore(state.at("data"));
   // Ranks may have read different directories behind the same path.
   require_same_resumed_state(*world_, layout_, model_->params(), step_, train_data_->state());
 }

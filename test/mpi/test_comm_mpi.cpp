@@ -330,7 +330,8 @@ TEST_CASE("require_same_on_all_ranks: passes when equal, same error on every ran
   const std::string message =
       error_message([&] { require_same_on_all_ranks(w, "the subnet plan", plan); });
   CHECK(message == "the subnet plan differs between ranks: rank " + std::to_string(n - 1) +
-                       " differs from rank 0 (group world, compared by a 64-bit hash)");
+                       " differs from rank 0 (group world): rank 0 has 'cyclic C=0.25', rank " +
+                       std::to_string(n - 1) + " has 'cyclic C=0.5'");
 
   // Every rank but 0 disagrees (with rank 0, not with each other).
   const std::string seed = "seed " + std::to_string(r == 0 ? 0 : 1);
@@ -340,6 +341,22 @@ TEST_CASE("require_same_on_all_ranks: passes when equal, same error on every ran
   const std::string many = error_message([&] { require_same_on_all_ranks(w, "the seed", seed); });
   CHECK(many == "the seed differs between ranks: rank" + std::string(n > 2 ? "s " : " ") +
                     others + (n > 2 ? " differ" : " differs") +
-                    " from rank 0 (group world, compared by a 64-bit hash)");
+                    " from rank 0 (group world): rank 0 has 'seed 0', rank 1 has 'seed 1'");
   CHECK(on_all_ranks(!message.empty() && !many.empty()));
+
+  // A configuration: the first differing field (in key order) and both
+  // values, on every rank; values of different lengths travel whole.
+  const std::string config = r == n - 1
+                                 ? R"({"model":"tiny","lr":0.02,"resume":"a-much-longer-path"})"
+                                 : R"({"model":"tiny","lr":0.1,"resume":""})";
+  w.stats().reset();
+  const std::string field = error_message([&] {
+    require_same_on_all_ranks(w, "the run configuration", config, describe_json_difference);
+  });
+  CHECK(field == "the run configuration differs between ranks: rank " + std::to_string(n - 1) +
+                     " differs from rank 0 (group world): lr: rank 0 has 0.1, rank " +
+                     std::to_string(n - 1) + " has 0.02");
+  // The hash, then the lengths and the values.
+  CHECK(w.stats().by_op(Op::all_gather).calls == 3);
+  CHECK(on_all_ranks(!field.empty()));
 }
