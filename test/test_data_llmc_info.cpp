@@ -59,6 +59,7 @@ TEST_CASE("llmc: data.json gives the vocabulary, the tokenizer and the special i
     const TokenizerFacts t = source->tokenizer();
     REQUIRE(t.kind == TokenizerFacts::Kind::file);
     REQUIRE(t.eos_token == "<|end|>");  // its text in the tokenizer
+    REQUIRE_THAT(source->describe(), Catch::Contains("tokenizer tokenizer.json from data.json"));
     REQUIRE(std::filesystem::equivalent(t.tokenizer_json, dir / "tokenizer.json"));
     REQUIRE_FALSE(t.bos_token_id.has_value());
     REQUIRE(t.eos_token_id == 299);
