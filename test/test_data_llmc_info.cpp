@@ -38,7 +38,8 @@ void write_shards(const TempDir& dir) {
   std::iota(tokens.begin(), tokens.end(), 0u);
   write_llmc_shard(dir.file("d_train_000.bin"), tokens);
   write_llmc_shard(dir.file("d_val_000.bin"), tokens);
-  write_text(dir / "tokenizer.json", "{}");
+  write_text(dir / "tokenizer.json",
+             R"({"added_tokens": [{"id": 299, "content": "<|end|>"}], "model": {"vocab": {}}})");
 }
 
 }  // namespace
@@ -57,6 +58,8 @@ TEST_CASE("llmc: data.json gives the vocabulary, the tokenizer and the special i
     REQUIRE(source->vocab_size() == 300);
     const TokenizerFacts t = source->tokenizer();
     REQUIRE(t.kind == TokenizerFacts::Kind::file);
+    REQUIRE(t.eos_token == "<|end|>");  // its text in the tokenizer
+    REQUIRE_THAT(source->describe(), Catch::Contains("tokenizer tokenizer.json from data.json"));
     REQUIRE(std::filesystem::equivalent(t.tokenizer_json, dir / "tokenizer.json"));
     REQUIRE_FALSE(t.bos_token_id.has_value());
     REQUIRE(t.eos_token_id == 299);
@@ -94,4 +97,7 @@ TEST_CASE("llmc: a bad data.json is an error naming the file and the field", "[d
   fails_with(data_json("300", "null", "299", "\"../tokenizer.json\""), "'tokenizer'",
              "same directory");
   fails_with("[1]", "data.json", "JSON object");
+  // Checked before training starts, not at the first checkpoint.
+  fails_with(data_json("300", "7"), "'bos_token_id'",
+             "has no token with id 7 (neither in added_tokens nor in its vocabulary)");
 }

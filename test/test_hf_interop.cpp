@@ -2,8 +2,8 @@
 // exports (Hugging Face names + config.json) must give the engine's logits
 // when loaded into the independent PyTorch reference of bench/torch_ref
 // (check_logits.py, float64). Covers a trained GQA model saved by the
-// trainer, a tied-embedding GQA model written by export_hf_model, and a
-// negative control showing the comparison can fail.
+// trainer, a tied-embedding GQA model written by export_hf_model, a
+// negative control showing the comparison can fail, and a sharded export.
 //
 // Needs /usr/bin/python3 with torch and numpy (scripts/install-deps.sh
 // installs them); without them the tests warn and pass.
@@ -22,6 +22,7 @@
 #include <string>
 
 #include "test/test_temp_dir.h"
+#include "engine/checkpoint/tensor_collection.h"
 #include "engine/train/hf_export.h"
 #include "engine/train/trainer.h"
 #include "models/llama/llama_model.h"
@@ -199,5 +200,35 @@ TEST_CASE("a tied-embedding GQA model written by export_hf_model gives the same 
   INFO(ok->output);
   REQUIRE(ok->exit_code == 0);
   REQUIRE(ok->output.find("tied=True") != std::string::npos);
+  REQUIRE(ok->output.find("PASS") != std::string::npos);
+}
+
+TEST_CASE("a sharded export gives the same logits in PyTorch", "[interop][shards]") {
+  llama::LlamaConfig mc;
+  mc.dim = 32;
+  mc.n_layers = 2;
+  mc.n_heads = 4;
+  mc.n_kv_heads = 2;
+  mc.ffn_dim = 64;
+  mc.vocab = 97;
+  mc.max_seq = 64;
+  CpuAllocator alloc;  // declared first: it must outlive the model's buffers
+  llama::LlamaModel model(mc);
+  model.materialize(alloc, DType::f32);
+  model.params().init_values(11);
+  const sdp::testing::TempDir temp;
+  const fs::path dir = temp / "sharded";
+  HfExportOptions options;
+  options.max_shard_bytes = 16 * 1024;  // a 12 KiB embedding: several shards
+  export_hf_model(model, dir, options);
+  REQUIRE_FALSE(fs::exists(dir / "model.safetensors"));
+  REQUIRE(fs::exists(dir / "model.safetensors.index.json"));
+  REQUIRE(checkpoint::TensorCollection(dir, "model").file_count() > 1);
+  write_tokens_and_logits(model, alloc, dir);
+
+  const std::optional<Outcome> ok = check_logits_or_skip(dir);
+  if (!ok) return;
+  INFO(ok->output);
+  REQUIRE(ok->exit_code == 0);
   REQUIRE(ok->output.find("PASS") != std::string::npos);
 }

@@ -1,9 +1,10 @@
 #!/usr/bin/python3
 """Check that an engine-exported checkpoint gives the engine's logits in PyTorch.
 
-Loads <checkpoint>/config.json and <checkpoint>/model.safetensors into the
-reference model, runs it in float64 with the explicit-softmax attention, and
-compares against the raw float32 logits the engine wrote for the same tokens.
+Loads <checkpoint>/config.json and <checkpoint>/model.safetensors (or its
+shards) into the reference model, runs it in float64 with the
+explicit-softmax attention, and compares against the raw float32 logits the
+engine wrote for the same tokens.
 
 Pass criterion: max |ours - torch| / max |torch| <= --tol.  Normalising by the
 largest logit makes the tolerance independent of the logit scale, which
@@ -22,7 +23,7 @@ import torch
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from llama_torch import CheckpointMismatch, Llama, LlamaConfig, load_hf_tensors  # noqa: E402
-from safetensors_np import SafetensorsError, load_file  # noqa: E402
+from safetensors_np import SafetensorsError, load_collection  # noqa: E402
 
 
 def read_raw(path, dtype, count, what):
@@ -59,7 +60,7 @@ def main(argv=None):
             raise ValueError(f"token ids must be in [0, {v}), got range "
                              f"[{tokens.min()}, {tokens.max()}]")
         model = Llama(cfg, attn_impl=args.attn)
-        load_hf_tensors(model, load_file(os.path.join(args.checkpoint, "model.safetensors")),
+        load_hf_tensors(model, load_collection(args.checkpoint, "model"),
                         dtype=torch.float64)
     except (OSError, ValueError, SafetensorsError, CheckpointMismatch) as e:
         print(f"check_logits: error: {e}", file=sys.stderr)

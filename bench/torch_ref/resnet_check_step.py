@@ -188,7 +188,7 @@ def errors(got, ref, w1):
 def check(args, dtype, work, data_dir, files):
     import torch
     from resnet_torch import ResNetConfig
-    from safetensors_np import load_file
+    from safetensors_np import load_collection
 
     ran = engine_run(args, dtype, work, data_dir)
     if ran is None:
@@ -196,8 +196,8 @@ def check(args, dtype, work, data_dir, files):
     step2, save_dir = ran
     n = args.images
     cfg = ResNetConfig.from_json(os.path.join(save_dir, "step-000001", "config.json"))
-    w1 = load_file(os.path.join(save_dir, "step-000001", "model.safetensors"))
-    w2 = load_file(os.path.join(save_dir, "step-000002", "model.safetensors"))
+    w1 = load_collection(os.path.join(save_dir, "step-000001"))
+    w2 = load_collection(os.path.join(save_dir, "step-000002"))
     w1_64 = {k: v.astype(np.float64) for k, v in w1.items()}
     ref = torch_step(cfg, w1, w2, files, n, args.lr, args.weight_decay, torch.float64)
     ours = {"loss": step2["loss"], "grad_norm": step2["grad_norm"],

@@ -11,6 +11,7 @@ exists so the torch reference can read the engine's exported checkpoints.
 """
 
 import json
+import os
 import struct
 
 import numpy as np
@@ -109,6 +110,39 @@ def load_file(path):
             arr = bf16_bits_to_float32(arr)
         # Convert to native byte order so torch.from_numpy accepts it.
         out[name] = arr.astype(dt.newbyteorder("="), copy=True) if dtype_name != "BF16" else arr
+    return out
+
+
+def load_collection(dirname, base="model"):
+    """Every tensor stored under `base` in a checkpoint directory, in either
+    form transformers writes: <base>.safetensors, or the shards listed by
+    <base>.safetensors.index.json ({"weight_map": {name: shard file}}).
+    """
+    single = os.path.join(dirname, base + ".safetensors")
+    index = single + ".index.json"
+    if os.path.exists(single) and os.path.exists(index):
+        raise SafetensorsError(f"{dirname}: both {base}.safetensors and its index exist")
+    if os.path.exists(single):
+        return load_file(single)
+    if not os.path.exists(index):
+        raise SafetensorsError(f"{dirname}: neither {base}.safetensors nor "
+                               f"{base}.safetensors.index.json exists")
+    with open(index, "r", encoding="utf-8") as f:
+        weight_map = json.load(f).get("weight_map")
+    if not isinstance(weight_map, dict):
+        raise SafetensorsError(f"{index}: no \"weight_map\" object")
+    out = {}
+    for shard in sorted(set(weight_map.values())):
+        path = os.path.join(dirname, shard)
+        if not os.path.exists(path):
+            raise SafetensorsError(f"{index} names shard {shard}, which does not exist")
+        for name, arr in load_file(path).items():
+            if name in out:
+                raise SafetensorsError(f"{index}: tensor {name!r} is in two shards")
+            out[name] = arr
+    missing = sorted(set(weight_map) - set(out))
+    if missing:
+        raise SafetensorsError(f"{index} lists tensors no shard holds: {missing[:5]}")
     return out
 
 

@@ -12,6 +12,7 @@ Checks, on tiny random models:
 Run: /usr/bin/python3 bench/torch_ref/selftest.py   (prints OK, exit 0)
 """
 
+import json
 import os
 import subprocess
 import sys
@@ -143,6 +144,31 @@ def test_safetensors(tmp):
     expect(start % 8 == 0, "data section 8-byte aligned")
 
 
+def test_sharded_collection(tmp):
+    print("sharded safetensors (index + shards) read like one file")
+    rng = np.random.default_rng(1)
+    t = {"a": rng.standard_normal((3, 2)).astype(np.float32),
+         "b": rng.standard_normal((4,)).astype(np.float32),
+         "c": rng.standard_normal((2, 2)).astype(np.float32)}
+    d = os.path.join(tmp, "sharded")
+    os.makedirs(d)
+    shards = {"m-00001-of-00002.safetensors": ["a", "b"], "m-00002-of-00002.safetensors": ["c"]}
+    for shard, names in shards.items():
+        safetensors_np.save_file(os.path.join(d, shard), {n: t[n] for n in names})
+    weight_map = {n: shard for shard, names in shards.items() for n in names}
+    with open(os.path.join(d, "m.safetensors.index.json"), "w") as f:
+        json.dump({"metadata": {"total_size": 56}, "weight_map": weight_map}, f)
+    back = safetensors_np.load_collection(d, "m")
+    expect(sorted(back) == sorted(t) and all(np.array_equal(back[k], t[k]) for k in t),
+           "every tensor of every shard, exact")
+    os.remove(os.path.join(d, "m-00002-of-00002.safetensors"))
+    try:
+        safetensors_np.load_collection(d, "m")
+        expect(False, "a missing shard is an error")
+    except safetensors_np.SafetensorsError as e:
+        expect("m-00002-of-00002.safetensors" in str(e), "the error names the missing shard")
+
+
 def test_model_math():
     print("module vs independent numpy forward")
     for tie in (False, True):
@@ -255,6 +281,7 @@ def main():
     torch.set_num_threads(1)
     with tempfile.TemporaryDirectory() as tmp:
         test_safetensors(tmp)
+        test_sharded_collection(tmp)
         test_model_math()
         test_check_logits(tmp)
     print("OK")

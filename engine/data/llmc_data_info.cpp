@@ -65,7 +65,40 @@ std::optional<LlmcDataInfo> read_llmc_data_info(const fs::path& shard_dir) {
   if (!fs::is_regular_file(info.tokenizer.tokenizer_json))
     fail(file.string(), ": field 'tokenizer' names ", info.tokenizer.tokenizer_json.string(),
          ", which does not exist");
+  TokenizerFacts& t = info.tokenizer;
+  if (!t.bos_token_id && !t.eos_token_id && !t.pad_token_id) return info;
+  const nlohmann::json tokenizer = checkpoint::read_json_file(t.tokenizer_json);
+  auto content_of = [&](const char* field_name, const std::optional<int64_t>& id) {
+    std::optional<std::string> content;
+    if (!id) return content;
+    content = token_content(tokenizer, *id);
+    if (!content)
+      fail(file.string(), ": field '", field_name, "' is ", *id, ", but tokenizer ",
+           t.tokenizer_json.string(), " has no token with id ", *id,
+           " (neither in added_tokens nor in its vocabulary)");
+    return content;
+  };
+  t.bos_token = content_of("bos_token_id", t.bos_token_id);
+  t.eos_token = content_of("eos_token_id", t.eos_token_id);
+  t.pad_token = content_of("pad_token_id", t.pad_token_id);
   return info;
+}
+
+std::optional<std::string> token_content(const nlohmann::json& tokenizer, int64_t id) {
+  if (tokenizer.contains("added_tokens") && tokenizer["added_tokens"].is_array())
+    for (const nlohmann::json& t : tokenizer["added_tokens"])
+      if (t.is_object() && t.value("id", int64_t{-1}) == id && t.contains("content") &&
+          t["content"].is_string())
+        return t["content"].get<std::string>();
+  // Special tokens may also be ordinary vocabulary entries (BPE, WordPiece:
+  // an object from token to id).
+  if (tokenizer.contains("model") && tokenizer["model"].is_object()) {
+    const nlohmann::json& model = tokenizer["model"];
+    if (model.contains("vocab") && model["vocab"].is_object())
+      for (auto it = model["vocab"].begin(); it != model["vocab"].end(); ++it)
+        if (it.value().is_number_integer() && it.value().get<int64_t>() == id) return it.key();
+  }
+  return std::nullopt;
 }
 
 }  // namespace sdp::data

@@ -10,6 +10,8 @@
 #include <filesystem>
 #include <optional>
 
+#include <nlohmann/json.hpp>
+
 #include "engine/data/tokenizer_facts.h"
 
 namespace sdp::data {
@@ -25,7 +27,12 @@ struct LlmcDataInfo {
 // sdp::Error naming the file and the field when it is malformed: another
 // format or version, a vocab_size that is not a positive integer, an id that
 // is neither null nor an integer in [0, vocab_size), a tokenizer that is
-// not a file name or names a file that does not exist.
+// not a file name or names a file that does not exist or lacks a token of
+// a special id (checked here, before any training, not at the first save).
 std::optional<LlmcDataInfo> read_llmc_data_info(const std::filesystem::path& shard_dir);
+
+// The text of token `id` in a tokenizers JSON document: its added_tokens
+// entry, else its entry in the model's vocabulary; nullopt when it has none.
+std::optional<std::string> token_content(const nlohmann::json& tokenizer, int64_t id);
 
 }  // namespace sdp::data

@@ -199,7 +199,12 @@ std::string LlmcTokenSource::describe() const {
   return format("llmc: ", files_.size(), " shard(s) ", files_.front(),
                 files_.size() > 1 ? format(" .. ", files_.back()) : std::string(), ", ",
                 total_tokens(), " tokens, ", shards_.front().token_bytes() == 2 ? "uint16" : "uint32",
-                ", vocab ", vocab_, "; ", split_name(split()), " split = tokens [", range_begin(),
+                ", vocab ", vocab_,
+                tokenizer_.kind == TokenizerFacts::Kind::file
+                    ? format(" (tokenizer ", tokenizer_.tokenizer_json.filename().string(),
+                             " from ", kLlmcDataInfoName, ")")
+                    : std::string(),
+                "; ", split_name(split()), " split = tokens [", range_begin(),
                 ", ", range_end(), ") (", split_rule_, ")");
 }
 

@@ -5,6 +5,7 @@
 #include <cstdint>
 #include <filesystem>
 #include <optional>
+#include <string>
 
 namespace sdp::data {
 
@@ -20,6 +21,10 @@ struct TokenizerFacts {
   std::optional<int64_t> bos_token_id;
   std::optional<int64_t> eos_token_id;
   std::optional<int64_t> pad_token_id;
+  // Their text in the tokenizer (Kind::file), for tokenizer_config.json.
+  std::optional<std::string> bos_token;
+  std::optional<std::string> eos_token;
+  std::optional<std::string> pad_token;
 };
 
 }  // namespace sdp::data

@@ -58,10 +58,13 @@ nlohmann::json id_or_null(const std::optional<int64_t>& id) {
 struct SpecialToken {
   const char* key;  // "bos" -> bos_token / bos_token_id
   std::optional<int64_t> id;
+  std::optional<std::string> content;
 };
 
 std::vector<SpecialToken> special_tokens(const TokenizerFacts& facts) {
-  return {{"bos", facts.bos_token_id}, {"eos", facts.eos_token_id}, {"pad", facts.pad_token_id}};
+  return {{"bos", facts.bos_token_id, facts.bos_token},
+          {"eos", facts.eos_token_id, facts.eos_token},
+          {"pad", facts.pad_token_id, facts.pad_token}};
 }
 
 void copy_file_atomically(const fs::path& from, const fs::path& to) {
@@ -101,23 +104,6 @@ nlohmann::json byte_level_tokenizer_json() {
   };
 }
 
-std::optional<std::string> token_content(const nlohmann::json& tokenizer, int64_t id) {
-  if (tokenizer.contains("added_tokens") && tokenizer["added_tokens"].is_array())
-    for (const nlohmann::json& t : tokenizer["added_tokens"])
-      if (t.is_object() && t.value("id", int64_t{-1}) == id && t.contains("content") &&
-          t["content"].is_string())
-        return t["content"].get<std::string>();
-  // Special tokens may also be ordinary vocabulary entries (BPE, WordPiece:
-  // an object from token to id).
-  if (tokenizer.contains("model") && tokenizer["model"].is_object()) {
-    const nlohmann::json& model = tokenizer["model"];
-    if (model.contains("vocab") && model["vocab"].is_object())
-      for (auto it = model["vocab"].begin(); it != model["vocab"].end(); ++it)
-        if (it.value().is_number_integer() && it.value().get<int64_t>() == id) return it.key();
-  }
-  return std::nullopt;
-}
-
 void set_special_token_ids(nlohmann::json& config, const TokenizerFacts& facts) {
   for (const SpecialToken& t : special_tokens(facts))
     config[std::string(t.key) + "_token_id"] = id_or_null(t.id);
@@ -143,18 +129,11 @@ void write_hf_tokenizer_files(const TokenizerFacts& facts, int64_t model_max_len
     checkpoint::write_json_atomically(dir / "tokenizer.json", byte_level_tokenizer_json());
   } else {
     copy_file_atomically(facts.tokenizer_json, dir / "tokenizer.json");
-    bool any = false;
-    for (const SpecialToken& t : special_tokens(facts)) any |= t.id.has_value();
-    if (any) {
-      const nlohmann::json tokenizer = checkpoint::read_json_file(facts.tokenizer_json);
-      for (const SpecialToken& t : special_tokens(facts)) {
-        if (!t.id) continue;
-        const std::optional<std::string> content = token_content(tokenizer, *t.id);
-        if (!content)
-          fail("tokenizer '", facts.tokenizer_json.string(), "' has no token with id ", *t.id,
-               " (the data's ", t.key, "_token_id); its added_tokens or vocabulary must hold it");
-        config[std::string(t.key) + "_token"] = *content;
-      }
+    for (const SpecialToken& t : special_tokens(facts)) {
+      if (!t.id) continue;
+      SDP_CHECK(t.content.has_value(), "tokenizer ", facts.tokenizer_json.string(), ": ", t.key,
+                "_token_id ", *t.id, " has no text (the data source resolves it)");
+      config[std::string(t.key) + "_token"] = *t.content;
     }
   }
   checkpoint::write_json_atomically(dir / "tokenizer_config.json", config);

@@ -25,10 +25,6 @@ namespace sdp {
 // ByteLevel pre-tokenizer (no prefix space, no regex split) and decoder.
 nlohmann::json byte_level_tokenizer_json();
 
-// The text of token `id` in a tokenizers JSON document: its added_tokens
-// entry, else its entry in the model's vocabulary; nullopt when it has none.
-std::optional<std::string> token_content(const nlohmann::json& tokenizer, int64_t id);
-
 // Sets bos_token_id, eos_token_id, pad_token_id of an HF model config (null
 // where the data defines none).
 void set_special_token_ids(nlohmann::json& config, const data::TokenizerFacts& facts);
@@ -39,7 +35,7 @@ nlohmann::json generation_config_json(const data::TokenizerFacts& facts);
 // Writes generation_config.json and, where the data has a tokenizer,
 // tokenizer.json and tokenizer_config.json into `dir` (atomically, each).
 // model_max_length is the model's longest sequence. Throws sdp::Error
-// naming the tokenizer file when it cannot be read or lacks a special token.
+// naming the tokenizer file when it cannot be read.
 void write_hf_tokenizer_files(const data::TokenizerFacts& facts, int64_t model_max_length,
                               const std::filesystem::path& dir);
 
