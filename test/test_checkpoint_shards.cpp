@@ -19,6 +19,7 @@
 #include "engine/train/trainer.h"
 #include "test/test_checkpoint_support.h"
 #include "test/test_support.h"
+#include "test/train_config_util.h"
 
 using namespace sdp;
 using namespace sdp::checkpoint;
@@ -58,17 +59,7 @@ void write_text(const fs::path& p, const std::string& text) {
   REQUIRE(out.good());
 }
 
-TrainConfig small_run() {
-  TrainConfig c;
-  c.model = "tiny";
-  c.batch = 4;
-  c.seq = 32;
-  c.steps = 6;
-  c.warmup = 2;
-  c.eval_every = 0;
-  c.progress = false;
-  return c;
-}
+TrainConfig small_run() { return testing::tiny_train_config(4, 32, 6, 2); }
 
 }  // namespace
 

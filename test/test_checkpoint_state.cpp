@@ -12,6 +12,7 @@
 #include "engine/train/checkpoint_dir.h"
 #include "engine/train/trainer.h"
 #include "test/test_temp_dir.h"
+#include "test/train_config_util.h"
 
 using namespace sdp;
 namespace fs = std::filesystem;
@@ -19,17 +20,7 @@ using Catch::Contains;
 
 namespace {
 
-TrainConfig tiny_run() {
-  TrainConfig c;
-  c.model = "tiny";
-  c.batch = 2;
-  c.seq = 16;
-  c.steps = 4;
-  c.warmup = 0;
-  c.eval_every = 0;
-  c.progress = false;
-  return c;
-}
+TrainConfig tiny_run() { return testing::tiny_train_config(); }
 
 void write_text(const fs::path& path, const std::string& text) {
   std::ofstream out(path, std::ios::trunc);

@@ -8,22 +8,13 @@
 #include <vector>
 
 #include "engine/train/trainer.h"
+#include "test/train_config_util.h"
 
 using namespace sdp;
 
 namespace {
 
-TrainConfig tiny_run() {
-  TrainConfig c;
-  c.model = "tiny";
-  c.batch = 2;
-  c.seq = 16;
-  c.steps = 4;
-  c.warmup = 0;
-  c.eval_every = 0;
-  c.progress = false;
-  return c;
-}
+TrainConfig tiny_run() { return testing::tiny_train_config(); }
 
 std::vector<float> copy_of(const Tensor& t) {
   const float* p = t.data<float>();

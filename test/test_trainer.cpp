@@ -10,23 +10,14 @@
 #include "test/test_temp_dir.h"
 #include "engine/train/checkpoint_dir.h"
 #include "engine/train/trainer.h"
+#include "test/train_config_util.h"
 
 using namespace sdp;
 namespace fs = std::filesystem;
 
 namespace {
 
-TrainConfig small_run() {
-  TrainConfig c;
-  c.model = "tiny";
-  c.batch = 4;
-  c.seq = 32;
-  c.steps = 6;
-  c.warmup = 2;
-  c.eval_every = 0;
-  c.progress = false;
-  return c;
-}
+TrainConfig small_run() { return testing::tiny_train_config(4, 32, 6, 2); }
 
 }  // namespace
 

@@ -9,20 +9,14 @@
 
 #include "engine/train/trainer.h"
 #include "test/mpi/mpi_test_support.h"
+#include "test/train_config_util.h"
 
 using namespace sdp;
 using namespace sdp::testing::mpi;
 
 TEST_CASE("a NaN on one rank makes every rank skip, then stop, alike", "[mpi][train][nonfinite]") {
   SDP_MPI_NEEDS_RANKS(2);
-  TrainConfig c;
-  c.model = "tiny";
-  c.batch = 2;
-  c.seq = 16;
-  c.steps = 4;
-  c.warmup = 0;
-  c.eval_every = 0;
-  c.progress = false;
+  TrainConfig c = testing::tiny_train_config();
   c.comm_timeout = 60;
   c.skip_nonfinite = 1;
   Trainer t(c, world());
