@@ -1,8 +1,53 @@
 #include "engine/train/train_config.h"
 
+#include <limits>
+#include <type_traits>
+
 #include "engine/core/error.h"
 
 namespace sdp {
+namespace {
+
+// Reads one field. Integer fields take only JSON integers in the range of
+// their type: nlohmann would otherwise truncate 2.5 to 2, wrap -1 into a
+// huge seed, and convert 1e30 with undefined behaviour.
+template <typename T>
+void read_field(const std::string& key, const nlohmann::json& value, T& out) {
+  if constexpr (std::is_integral_v<T> && !std::is_same_v<T, bool>) {
+    using Limits = std::numeric_limits<T>;
+    const auto range = [&] {
+      return format(" (valid: an integer in [", +Limits::min(), ", ", +Limits::max(), "])");
+    };
+    if (!value.is_number_integer())
+      fail("config: field '", key, "' = ", value.dump(), " is not an integer", range());
+    if (value.is_number_unsigned()) {
+      const uint64_t v = value.get<uint64_t>();
+      if (v > static_cast<uint64_t>(Limits::max()))
+        fail("config: field '", key, "' = ", v, " is out of range", range());
+      out = static_cast<T>(v);
+    } else {
+      const int64_t v = value.get<int64_t>();
+      if ((std::is_unsigned_v<T> && v < 0) ||
+          (std::is_signed_v<T> && (v < static_cast<int64_t>(Limits::min()) ||
+                                   v > static_cast<int64_t>(Limits::max()))))
+        fail("config: field '", key, "' = ", v, " is out of range", range());
+      out = static_cast<T>(v);
+    }
+  } else {
+    static_assert(std::is_floating_point_v<T> || std::is_same_v<T, bool> ||
+                  std::is_same_v<T, std::string>);
+    // Checked here: nlohmann would read true as 1.0 into a double field.
+    bool type_ok = value.is_string();
+    if constexpr (std::is_floating_point_v<T>) type_ok = value.is_number();
+    if constexpr (std::is_same_v<T, bool>) type_ok = value.is_boolean();
+    if (!type_ok)
+      fail("config: field '", key, "' has the wrong type (", value.type_name(),
+           "; expected the type of its default ", nlohmann::json(out).dump(), ")");
+    value.get_to(out);
+  }
+}
+
+}  // namespace
 
 // One table of fields serves to_json, from_json and the unknown-key check.
 #define SDP_TRAIN_CONFIG_FIELDS(X)                                                      \
@@ -29,12 +74,7 @@ TrainConfig TrainConfig::from_json(const nlohmann::json& j) {
 #define SDP_FROM_JSON(f)                                                                  \
   if (key == #f) {                                                                        \
     known = true;                                                                         \
-    try {                                                                                 \
-      it.value().get_to(c.f);                                                             \
-    } catch (const nlohmann::json::exception&) {                                          \
-      fail("config: field '", key, "' has the wrong type (", it.value().type_name(),      \
-           "; expected the type of its default ", nlohmann::json(c.f).dump(), ")");       \
-    }                                                                                     \
+    read_field(key, it.value(), c.f);                                                     \
   }
     SDP_TRAIN_CONFIG_FIELDS(SDP_FROM_JSON)
 #undef SDP_FROM_JSON
