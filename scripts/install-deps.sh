@@ -8,6 +8,7 @@ packages=(
   libopenblas-openmp-dev            # BLAS for the CPU backend (OpenMP build)
   libopenmpi-dev openmpi-bin        # MPI communicator and multi-rank tests
   catch2 libcli11-dev nlohmann-json3-dev
+  clang libclang-rt-dev             # the fuzz targets (test/fuzz): clang and libFuzzer's runtime
 )
 # The PyTorch reference of the CPU benchmark and of the logits cross-check;
 # python3-venv for the Hugging Face checks' environment (setup-python-ref.sh).

@@ -1,12 +1,16 @@
 // Atomic file and directory replacement, and JSON files.
 #include <catch2/catch.hpp>
 
+#include <sys/wait.h>
+#include <unistd.h>
+
 #include <cstddef>
 #include <stdexcept>
 #include <string>
 
 #include "engine/checkpoint/atomic_file.h"
 #include "engine/checkpoint/json_file.h"
+#include "engine/checkpoint/stale_staging.h"
 #include "engine/core/error.h"
 #include "test/test_checkpoint_support.h"
 
@@ -24,6 +28,21 @@ std::span<const std::byte> as_span(const std::string& s) {
 std::string read_text(const std::filesystem::path& p) {
   const auto b = read_bytes(p);
   return std::string(b.begin(), b.end());
+}
+// The PID of a child that has exited and been reaped: no process has it
+// (PIDs are handed out in increasing order, so it is not reused at once).
+long dead_pid() {
+  const pid_t child = ::fork();
+  if (child == 0) ::_exit(0);
+  REQUIRE(child > 0);
+  int status = 0;
+  REQUIRE(::waitpid(child, &status, 0) == child);
+  return child;
+}
+// A staging sibling name of `base` as a process `pid` of `machine` writes it.
+std::string staging_name(const std::string& base, const std::string& kind,
+                         const std::string& machine, long pid) {
+  return base + "." + kind + "-" + machine + "-" + std::to_string(pid) + "-3-0badcafe";
 }
 }  // namespace
 
@@ -160,4 +179,51 @@ TEST_CASE("JSON read errors name the file and the position", "[checkpoint]") {
                       Catch::Contains("bad.json") && Catch::Contains("line 2, column 6"));
   REQUIRE_THROWS_WITH(read_json_file(dir / "nope.json"),
                       Catch::Contains("cannot open JSON file") && Catch::Contains("nope.json"));
+}
+
+TEST_CASE("staging names carry this machine and process and parse back", "[checkpoint]") {
+  const auto name = sdp::checkpoint::detail::unique_sibling("dir/step-000010", "tmp").filename().string();
+  const auto owner = parse_staging_name(name);
+  REQUIRE(owner);
+  REQUIRE(owner->kind == "tmp");
+  REQUIRE(owner->machine == staging_machine_tag());
+  REQUIRE(owner->pid == static_cast<long>(::getpid()));
+  REQUIRE(parse_staging_name(staging_name("a.b", "old", "h_1-0123abcd", 42))->pid == 42);
+  // Names of the earlier format, other files, and PIDs kill() would read as
+  // process groups are not staging names.
+  REQUIRE_FALSE(parse_staging_name("ckpt.tmp-123-0-0badcafe"));
+  REQUIRE_FALSE(parse_staging_name("model.safetensors"));
+  REQUIRE_FALSE(parse_staging_name("ckpt.tmp-h-0123abcd-0-3-0badcafe"));
+  REQUIRE_FALSE(parse_staging_name("ckpt.new-h-0123abcd-5-3-0badcafe"));
+}
+
+TEST_CASE("a new save removes stale staging of dead processes only", "[checkpoint]") {
+  TempDir dir;
+  const std::string here = staging_machine_tag();
+  const long dead = dead_pid();
+  const long alive = static_cast<long>(::getpid());
+  const auto make = [&](const std::string& name) {
+    std::filesystem::create_directories(dir / name);
+    write_file_atomically(dir / name / "model.bin", as_span("x"));
+  };
+  std::filesystem::create_directories(dir / "step-000020");  // a complete checkpoint
+  const std::string stale_tmp = staging_name("step-000010", "tmp", here, dead);
+  const std::string stale_old = staging_name("step-000020", "old", here, dead);
+  const std::string live_tmp = staging_name("step-000030", "tmp", here, alive);
+  const std::string stale_file = staging_name("latest", "tmp", here, dead);
+  // Kept: the only copy of a checkpoint whose save died between its renames,
+  // another host's (or boot's) staging, and names of the earlier format.
+  const std::string only_copy = staging_name("step-000040", "old", here, dead);
+  const std::string other_host = staging_name("step-000050", "tmp", "elsewhere-0123abcd", dead);
+  const std::string legacy = "step-000060.tmp-" + std::to_string(dead) + "-0-0badcafe";
+  for (const auto& name : {stale_tmp, stale_old, live_tmp, only_copy, other_host, legacy})
+    make(name);
+  write_file_atomically(dir / stale_file, as_span("{}"));
+
+  DirectoryTransaction tx(dir / "step-000070");
+  const Set after = list_dir(dir.path());
+  REQUIRE(after == Set{"step-000020", live_tmp, only_copy, other_host, legacy,
+                       tx.staging_dir().filename().string()});
+  REQUIRE(read_text(dir / live_tmp / "model.bin") == "x");
+  REQUIRE(remove_stale_staging(dir.path()) == 0);
 }

@@ -150,12 +150,13 @@ TEST_CASE("llmc: bad files give errors naming the file and the problem", "[data]
                         Catch::Contains(path) && Catch::Contains("truncated"));
   }
   SECTION("token outside the vocabulary") {
+    // Found when the source opens, before any window reads it.
     write_llmc_shard(path, {1, 2, 3, 50257, 4, 5, 6, 7});
-    auto src = make_token_source("llmc:" + path, 0);
-    REQUIRE_THROWS_WITH(next(*src, 1, 6), Catch::Contains(path) && Catch::Contains("token 50257") &&
-                                              Catch::Contains("index 3"));
-    auto small = make_token_source("llmc:" + path + ",vocab=3", 0);
-    REQUIRE_THROWS_WITH(next(*small, 1, 6), Catch::Contains("token 3 at index 2"));
+    REQUIRE_THROWS_WITH(make_token_source("llmc:" + path, 0),
+                        Catch::Contains(path) && Catch::Contains("token 50257") &&
+                            Catch::Contains("index 3"));
+    REQUIRE_THROWS_WITH(make_token_source("llmc:" + path + ",vocab=3", 0),
+                        Catch::Contains("token 3 at index 2"));
   }
   SECTION("mixed formats") {
     write_llmc_shard(dir.file("m0.bin"), {1, 2});
@@ -163,4 +164,59 @@ TEST_CASE("llmc: bad files give errors naming the file and the problem", "[data]
     REQUIRE_THROWS_WITH(make_token_source("llmc:" + dir.file("m*.bin"), 0),
                         Catch::Contains("different formats"));
   }
+}
+
+TEST_CASE("llmc: the start-up check covers the whole split and only the split", "[data]") {
+  TempDir dir;
+  // Train split = tokens [0, 19) of 20; the bad token sits at the last
+  // index of the train split, far beyond the first window.
+  std::vector<uint32_t> tokens = iota_tokens(20, 0);
+  tokens[18] = 60000;
+  write_llmc_shard(dir.file("a.bin"), tokens);
+  REQUIRE_THROWS_WITH(LlmcTokenSource({dir.file("a.bin")}, 0, Split::train),
+                      Catch::Contains("a.bin") && Catch::Contains("token 60000 at index 18") &&
+                          Catch::Contains("[0, 50257)") && Catch::Contains("train split"));
+  // The val split (token 19 alone) never reads it.
+  LlmcTokenSource val({dir.file("a.bin")}, 0, Split::val);
+  REQUIRE(val.range_begin() == 19);
+  REQUIRE(val.range_end() == 20);
+
+  // A bad token in the last val token only fails the val split.
+  tokens[18] = 18;
+  tokens[19] = 50257;
+  write_llmc_shard(dir.file("a.bin"), tokens);
+  LlmcTokenSource train({dir.file("a.bin")}, 0, Split::train);
+  REQUIRE_THROWS_WITH(LlmcTokenSource({dir.file("a.bin")}, 0, Split::val),
+                      Catch::Contains("index 19") && Catch::Contains("val split"));
+}
+
+TEST_CASE("llmc: the start-up check names the shard and the index inside it", "[data]") {
+  TempDir dir;
+  // Three LLaMA-3 shards; the second holds a token beyond the vocabulary.
+  write_llmc_shard(dir.file("s_0.bin"), iota_tokens(30, 0), 20240801, 7, 4);
+  std::vector<uint32_t> second = iota_tokens(30, 100);
+  second[7] = 128256;
+  write_llmc_shard(dir.file("s_1.bin"), second, 20240801, 7, 4);
+  write_llmc_shard(dir.file("s_2.bin"), iota_tokens(30, 200), 20240801, 7, 4);
+  REQUIRE_THROWS_WITH(LlmcTokenSource({dir.file("s_*.bin")}),
+                      Catch::Contains("s_1.bin") && Catch::Contains("token 128256 at index 7") &&
+                          Catch::Contains("[0, 128256)"));
+  // A larger vocabulary accepts it.
+  LlmcTokenSource wide({dir.file("s_*.bin")}, 128257);
+  REQUIRE(wide.total_tokens() == 90);
+}
+
+TEST_CASE("llmc: find_token_at_least scans across chunk boundaries", "[data]") {
+  TempDir dir;
+  // More than one 1 Mi-token chunk, the bad token in the second chunk.
+  const int64_t n = (int64_t{1} << 20) + 300;
+  std::vector<uint32_t> tokens(static_cast<size_t>(n), 5);
+  tokens[static_cast<size_t>(n - 7)] = 9;
+  write_llmc_shard(dir.file("big.bin"), tokens);
+  const sdp::data::LlmcShard shard(dir.file("big.bin"));
+  REQUIRE(shard.find_token_at_least(0, n, 9) == n - 7);
+  REQUIRE(shard.find_token_at_least(0, n, 10) == -1);
+  REQUIRE(shard.find_token_at_least(0, n - 7, 9) == -1);
+  REQUIRE(shard.find_token_at_least(n - 7, 7, 6) == n - 7);
+  REQUIRE(shard.find_token_at_least(3, 4, 5) == 3);
 }

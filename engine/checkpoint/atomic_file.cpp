@@ -12,6 +12,7 @@
 #include <system_error>
 #include <vector>
 
+#include "engine/checkpoint/stale_staging.h"
 #include "engine/core/error.h"
 
 namespace fs = std::filesystem;
@@ -27,8 +28,11 @@ namespace detail {
 fs::path unique_sibling(const fs::path& base, const char* tag) {
   static std::atomic<uint64_t> counter{0};
   thread_local std::mt19937_64 rng{std::random_device{}()};
-  char suffix[96];
-  std::snprintf(suffix, sizeof(suffix), ".%s-%ld-%llu-%08llx", tag, static_cast<long>(::getpid()),
+  // The owner fields let a later save tell a dead writer's leftovers from a
+  // live one's (stale_staging.h).
+  char suffix[160];
+  std::snprintf(suffix, sizeof(suffix), ".%s-%s-%ld-%llu-%08llx", tag,
+                staging_machine_tag().c_str(), static_cast<long>(::getpid()),
                 static_cast<unsigned long long>(counter.fetch_add(1)),
                 static_cast<unsigned long long>(rng() & 0xffffffffull));
   return base.parent_path() / (base.filename().string() + suffix);
@@ -191,6 +195,7 @@ DirectoryTransaction::DirectoryTransaction(fs::path target, ReplaceMode mode)
   std::error_code ec;
   fs::create_directories(parent_dir(target_), ec);
   if (ec) fail_errno("cannot create parent directory of", target_, ec.value());
+  remove_stale_staging(parent_dir(target_));  // leftovers of saves that were killed
   for (int attempt = 0; attempt < 100; ++attempt) {
     staging_ = detail::unique_sibling(target_, "tmp");
     if (::mkdir(staging_.c_str(), 0755) == 0) return;

@@ -2,9 +2,9 @@
 // Crash-safe file and directory replacement for checkpoints.
 //
 // write_file_atomically: the new contents go to a uniquely named temporary
-// file next to the target ("<name>.tmp-<pid>-<n>-<rand>"), which is flushed,
-// fsync'ed and then renamed over the target; finally the directory is
-// fsync'ed so the rename itself is durable. A reader (or a crash) therefore
+// file next to the target ("<name>.tmp-<owner>", see stale_staging.h), which
+// is flushed, fsync'ed and then renamed over the target; finally the
+// directory is fsync'ed so the rename itself is durable. A reader (or a crash) therefore
 // sees either the complete old file or the complete new one, never a mix.
 //
 // DirectoryTransaction: the same for a whole checkpoint directory; see the
@@ -59,7 +59,9 @@ void fsync_directory(const std::filesystem::path& dir);
 // recover() restores that state after a crash.
 //
 // Destroying a transaction that was not committed removes the staging
-// directory and everything in it; the target is never touched.
+// directory and everything in it; the target is never touched. Creating one
+// first removes the leftovers of dead processes' saves in the same parent
+// directory (stale_staging.h).
 class DirectoryTransaction {
  public:
   enum class ReplaceMode {
@@ -96,8 +98,8 @@ class DirectoryTransaction {
 };
 
 namespace detail {
-// "<base>.<tag>-<pid>-<counter>-<random>": distinct across threads and
-// processes.
+// "<base>.<tag>-<host>-<machine>-<pid>-<counter>-<random>": distinct across
+// threads, processes and hosts (the fields: stale_staging.h).
 std::filesystem::path unique_sibling(const std::filesystem::path& base, const char* tag);
 // "<what> '<path>': <strerror(err)>"
 [[noreturn]] void fail_errno(const std::string& what, const std::filesystem::path& path, int err);

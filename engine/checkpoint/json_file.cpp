@@ -28,6 +28,10 @@ nlohmann::json read_json_file(const std::filesystem::path& path) {
     // e.what() already says "parse error at line L, column C: ..."; add the
     // file and the byte offset.
     fail("invalid JSON in '", path.string(), "' (byte ", e.byte, "): ", e.what());
+  } catch (const nlohmann::json::exception& e) {
+    // Well-formed text the parser still refuses: a number beyond double's
+    // range (out_of_range 406).
+    fail("invalid JSON in '", path.string(), "': ", e.what());
   }
 }
 

@@ -208,7 +208,7 @@ void SafetensorsFile::open(const fs::path& path) {
               duplicate = parsed.get<std::string>();
             return true;
           });
-    } catch (const nlohmann::json::parse_error& e) {
+    } catch (const nlohmann::json::exception& e) {  // syntax, or a number beyond double's range
       fail("safetensors file ", file, ": invalid JSON header: ", e.what());
     }
     if (!duplicate.empty())
@@ -244,11 +244,16 @@ void SafetensorsFile::open(const fs::path& path) {
       const auto sh = value.find("shape");
       if (sh == value.end() || !sh->is_array()) fail(where, ": missing or non-array \"shape\"");
       uint64_t numel = 1;
+      // The product of the non-zero dims bounds every contiguous stride: it
+      // must fit int64 even where a zero dim makes the tensor empty.
+      uint64_t strides_bound = 1;
       for (const auto& d : *sh) {
         if (!d.is_number_unsigned() || d.get<uint64_t>() > uint64_t(INT64_MAX))
           fail(where, ": shape ", sh->dump(), " has an entry that is not a non-negative integer");
         const uint64_t dim = d.get<uint64_t>();
-        if (dim != 0 && numel > UINT64_MAX / dim) fail(where, ": shape ", sh->dump(), " overflows");
+        if (dim != 0 && strides_bound > uint64_t(INT64_MAX) / dim)
+          fail(where, ": shape ", sh->dump(), " overflows");
+        if (dim != 0) strides_bound *= dim;
         numel *= dim;
         e.shape.push_back(static_cast<int64_t>(dim));
       }

@@ -3,6 +3,7 @@
 #include <glob.h>
 
 #include <algorithm>
+#include <bit>
 #include <cstring>
 #include <filesystem>
 #include <optional>
@@ -17,6 +18,21 @@ int32_t read_le_i32(const uint8_t* p) {
   const uint32_t v = static_cast<uint32_t>(p[0]) | (static_cast<uint32_t>(p[1]) << 8) |
                      (static_cast<uint32_t>(p[2]) << 16) | (static_cast<uint32_t>(p[3]) << 24);
   return static_cast<int32_t>(v);
+}
+
+// The largest token of `count` little-endian tokens of type T at `p`. The
+// loop has no early exit so that the compiler vectorizes it.
+template <typename T>
+T max_token(const uint8_t* p, int64_t count) {
+  static_assert(std::endian::native == std::endian::little,
+                "llm.c tokens are little-endian; a big-endian host would need byte swaps");
+  T largest = 0;
+  for (int64_t i = 0; i < count; ++i) {
+    T v;
+    std::memcpy(&v, p + i * static_cast<int64_t>(sizeof(T)), sizeof(T));
+    largest = std::max(largest, v);
+  }
+  return largest;
 }
 
 bool has_glob_chars(const std::string& s) {
@@ -77,6 +93,30 @@ void LlmcShard::read(int64_t begin, int64_t count, uint32_t* out) const {
   } else {
     for (int64_t i = 0; i < count; ++i, p += 4) out[i] = static_cast<uint32_t>(read_le_i32(p));
   }
+}
+
+int64_t LlmcShard::find_token_at_least(int64_t begin, int64_t count, uint64_t limit) const {
+  SDP_CHECK(begin >= 0 && count >= 0 && begin + count <= num_tokens_, "scan [", begin, ", +",
+            count, ") outside ", num_tokens_, " tokens of '", path(), "'");
+  const uint8_t* tokens = file_.data() + kLlmcHeaderInts * 4;
+  // Chunks of 1 Mi tokens: a fast maximum per chunk, and only in a chunk that
+  // holds a bad token a second look for the first one.
+  constexpr int64_t kChunk = int64_t{1} << 20;
+  for (int64_t at = begin; at < begin + count; at += kChunk) {
+    const int64_t n = std::min(kChunk, begin + count - at);
+    const uint8_t* p = tokens + at * token_bytes_;
+    const uint64_t largest =
+        token_bytes_ == 2 ? max_token<uint16_t>(p, n) : max_token<uint32_t>(p, n);
+    if (largest < limit) continue;
+    uint32_t raw[1024];
+    for (int64_t done = 0; done < n; done += 1024) {
+      const int64_t m = std::min<int64_t>(1024, n - done);
+      read(at + done, m, raw);
+      for (int64_t i = 0; i < m; ++i)
+        if (raw[i] >= limit) return at + done + i;
+    }
+  }
+  return -1;
 }
 
 std::vector<std::string> expand_shard_patterns(const std::vector<std::string>& patterns) {
@@ -153,6 +193,26 @@ LlmcTokenSource::LlmcTokenSource(const std::vector<std::string>& patterns, int64
     else
       set_range(cut, total);
     split_rule_ = "train = first 95% of tokens, val = last 5%";
+  }
+  check_split_vocabulary();
+}
+
+void LlmcTokenSource::check_split_vocabulary() const {
+  // uint16 tokens are below 65536: nothing to check for such a vocabulary.
+  if (shards_.front().token_bytes() == 2 && vocab_ >= (int64_t{1} << 16)) return;
+  for (size_t s = 0; s < shards_.size(); ++s) {
+    const int64_t begin = std::max(range_begin(), offsets_[s]);
+    const int64_t end = std::min(range_end(), offsets_[s + 1]);
+    if (begin >= end) continue;
+    const LlmcShard& shard = shards_[s];
+    const int64_t local = begin - offsets_[s];
+    const int64_t bad = shard.find_token_at_least(local, end - begin, static_cast<uint64_t>(vocab_));
+    if (bad < 0) continue;
+    uint32_t value = 0;
+    shard.read(bad, 1, &value);
+    fail("llm.c shard '", shard.path(), "': token ", value, " at index ", bad,
+         " is outside the vocabulary [0, ", vocab_, ") (found checking the ", split_name(split()),
+         " split at start-up); pass vocab=N in the data spec if the tokenizer is larger");
   }
 }
 

@@ -36,6 +36,9 @@ class LlmcShard {
   int64_t token_bytes() const { return token_bytes_; }  // 2 or 4
   // Raw token values [begin, begin + count) of this shard.
   void read(int64_t begin, int64_t count, uint32_t* out) const;
+  // Index of the first token in [begin, begin + count) whose value is >=
+  // `limit`, or -1 when there is none. One pass over the mapped tokens.
+  int64_t find_token_at_least(int64_t begin, int64_t count, uint64_t limit) const;
 
  private:
   MappedFile file_;
@@ -53,7 +56,10 @@ class LlmcTokenSource : public SequentialTokenSource {
   // vocab <= 0 picks data.json's vocab_size where the directory of the first
   // matched shard has one (llmc_data_info.h), else the format's default
   // (GPT-2 50257, LLaMA-3 128256).
-  // The split rule is in token_source.h.
+  // The split rule is in token_source.h. Every token of the split is checked
+  // against the vocabulary once, here (sdp::Error naming the file, the
+  // token's index in it and its value), so that a bad token fails the run
+  // at start-up, not at the step that reads it.
   LlmcTokenSource(const std::vector<std::string>& patterns, int64_t vocab = 0,
                   Split split = Split::train, StreamPart part = {});
 
@@ -70,6 +76,7 @@ class LlmcTokenSource : public SequentialTokenSource {
   std::string error_name() const override;
 
  private:
+  void check_split_vocabulary() const;
   std::vector<std::string> files_;
   std::vector<LlmcShard> shards_;
   std::vector<int64_t> offsets_;  // [shards + 1]: stream position of each shard's first token

@@ -3,7 +3,6 @@
 #include <cstdio>
 
 #include "engine/checkpoint/json_file.h"
-#include "engine/core/error.h"
 #include "engine/train/trainer.h"
 
 namespace sdp {
@@ -20,30 +19,6 @@ fs::path save_and_mark_latest(Trainer& trainer, const fs::path& save_dir) {
     checkpoint::write_json_atomically(save_dir / "latest",
                                     {{"checkpoint", name}, {"step", trainer.step()}});
   return dir;
-}
-
-fs::path state_file_of(const fs::path& dir) {
-  const fs::path current = dir / kStateFileName;
-  if (!fs::exists(current) && fs::exists(dir / kLegacyStateFileName))
-    return dir / kLegacyStateFileName;
-  return current;
-}
-
-fs::path resolve_checkpoint(const fs::path& path) {
-  if (fs::exists(state_file_of(path))) return path;
-  if (fs::exists(path / "latest")) {
-    const auto latest = checkpoint::read_json_file(path / "latest");
-    if (!latest.contains("checkpoint") || !latest["checkpoint"].is_string())
-      fail("resume: ", (path / "latest").string(), " has no \"checkpoint\" string field");
-    const fs::path dir = path / latest["checkpoint"].get<std::string>();
-    if (!fs::exists(state_file_of(dir)))
-      fail("resume: ", (path / "latest").string(), " names ", dir.string(),
-           ", which holds no ", kStateFileName);
-    return dir;
-  }
-  fail("resume: no checkpoint at '", path.string(),
-       "' (expected a checkpoint directory with ", kStateFileName, ", or a save dir with a "
-       "'latest' file)");
 }
 
 }  // namespace sdp
