@@ -1,10 +1,13 @@
 #include "engine/train/train_config.h"
 
-#include "engine/checkpoint/byte_size.h"
-#include <omp.h>
+#include <sched.h>
 
+#include <algorithm>
 #include <cstdint>
 #include <limits>
+#include <thread>
+
+#include "engine/checkpoint/byte_size.h"
 
 #include "engine/core/error.h"
 
@@ -19,7 +22,14 @@ namespace sdp {
   X(emulate_rank) X(save_dir) X(save_every) X(resume) X(max_shard_size) X(metrics) X(progress)               \
   X(skip_nonfinite)
 
-int max_threads() { return omp_get_num_procs(); }
+// The CPUs of this process's affinity mask (what OpenMP's
+// omp_get_num_procs() counts), read without OpenMP so that the config layer
+// builds alone (the fuzz targets compile it with another compiler).
+int max_threads() {
+  cpu_set_t set;
+  if (sched_getaffinity(0, sizeof set, &set) == 0) return CPU_COUNT(&set);
+  return static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+}
 
 nlohmann::json TrainConfig::to_json() const {
   nlohmann::json j;
