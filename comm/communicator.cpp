@@ -247,6 +247,18 @@ std::unique_ptr<Communicator> Communicator::do_subgroup(const std::vector<int>& 
   return split(member ? 0 : -1, rank_);
 }
 
+std::vector<int32_t> all_gather_host_words(Communicator& comm, std::span<const int32_t> mine) {
+  const size_t n = mine.size();
+  std::vector<int32_t> all(n * static_cast<size_t>(comm.size()));  // [size * n]
+  for (size_t r = 0; r < static_cast<size_t>(comm.size()); ++r)
+    std::copy(mine.begin(), mine.end(), all.begin() + static_cast<std::ptrdiff_t>(r * n));
+  std::vector<int32_t> send(mine.begin(), mine.end());  // a buffer of its own: no overlap
+  Tensor input(send.data(), {static_cast<int64_t>(n)}, DType::i32, Device::cpu);
+  Tensor output(all.data(), {static_cast<int64_t>(all.size())}, DType::i32, Device::cpu);
+  comm.all_gather(input, output);
+  return all;
+}
+
 namespace {
 
 // Every rank's `value`, by group rank: lengths first (values differ in
@@ -256,19 +268,12 @@ std::vector<std::string> gather_values(Communicator& comm, const std::string& va
   if (value.size() > static_cast<size_t>(std::numeric_limits<int32_t>::max()))
     fail("require_same_on_all_ranks: a value of ", value.size(), " bytes is too long to "
          "compare (valid: below 2 GiB)");
-  int32_t my_length = static_cast<int32_t>(value.size());  // [1]
-  std::vector<int32_t> lengths(ranks, my_length);          // [ranks]
-  Tensor length_out(lengths.data(), {static_cast<int64_t>(ranks)}, DType::i32, Device::cpu);
-  comm.all_gather(Tensor(&my_length, {1}, DType::i32, Device::cpu), length_out);
+  const int32_t my_length = static_cast<int32_t>(value.size());
+  const std::vector<int32_t> lengths = all_gather_host_words(comm, {&my_length, 1});  // [ranks]
   const size_t longest = static_cast<size_t>(*std::max_element(lengths.begin(), lengths.end()));
-  const size_t words = (longest + 3) / 4;
-  std::vector<int32_t> mine(std::max<size_t>(words, 1), 0);  // [words]
+  std::vector<int32_t> mine(std::max<size_t>((longest + 3) / 4, 1), 0);  // [words]
   std::memcpy(mine.data(), value.data(), value.size());
-  std::vector<int32_t> all(mine.size() * ranks, 0);  // [ranks * words]
-  for (size_t r = 0; r < ranks; ++r) std::memcpy(&all[r * mine.size()], mine.data(), value.size());
-  Tensor bytes_out(all.data(), {static_cast<int64_t>(all.size())}, DType::i32, Device::cpu);
-  comm.all_gather(Tensor(mine.data(), {static_cast<int64_t>(mine.size())}, DType::i32, Device::cpu),
-                  bytes_out);
+  const std::vector<int32_t> all = all_gather_host_words(comm, mine);  // [ranks * words]
   std::vector<std::string> values(ranks);
   for (size_t r = 0; r < ranks; ++r)
     values[r].assign(reinterpret_cast<const char*>(&all[r * mine.size()]),
@@ -283,14 +288,7 @@ void require_same_on_all_ranks(Communicator& comm, const std::string& what,
   const uint64_t hash = stable_hash64(value);
   std::array<int32_t, 2> mine{};  // [2]: the hash as two 32-bit words
   std::memcpy(mine.data(), &hash, sizeof hash);
-  // [size * 2]. Every chunk starts as this rank's hash: backends that gather
-  // for real overwrite the others; the emulated one (no peers) leaves them,
-  // so a one-process emulation agrees with itself.
-  std::vector<int32_t> all(static_cast<size_t>(comm.size()) * 2);
-  for (size_t i = 0; i < all.size(); i += 2) std::memcpy(&all[i], mine.data(), sizeof hash);
-  Tensor input(mine.data(), {2}, DType::i32, Device::cpu);
-  Tensor output(all.data(), {static_cast<int64_t>(all.size())}, DType::i32, Device::cpu);
-  comm.all_gather(input, output);
+  const std::vector<int32_t> all = all_gather_host_words(comm, mine);  // [size * 2]
 
   std::vector<int> differing;  // group ranks
   for (int r = 1; r < comm.size(); ++r) {

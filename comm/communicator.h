@@ -25,6 +25,7 @@
 #include <functional>
 #include <map>
 #include <memory>
+#include <span>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -199,6 +200,13 @@ class Communicator {
 //              and NCCL).
 std::unique_ptr<Communicator> make_world(std::string_view backend, CommOptions options = {},
                                          int emulate_world = 1, int emulate_rank = 0);
+
+// Every rank's `mine` (the same count of 32-bit words on every rank, host
+// memory), gathered in group-rank order: [size * mine.size()]. Each chunk
+// starts as this rank's words, so that an emulated world (no peers, nothing
+// arrives) agrees with itself. Collective; the small exchanges of start-up
+// and resume checks use it.
+std::vector<int32_t> all_gather_host_words(Communicator& comm, std::span<const int32_t> mine);
 
 // Throws sdp::CollectiveError naming the ranks whose value differs from rank 0's and
 // `what` differs (e.g. "the run configuration"), and how the first differing

@@ -104,4 +104,9 @@ void* MetaAllocator::raw_allocate(size_t bytes) {
   return p;
 }
 
+CpuAllocator& host_allocator() {
+  static CpuAllocator host;
+  return host;
+}
+
 }  // namespace sdp

@@ -83,6 +83,11 @@ class CpuAllocator final : public Allocator {
   std::unique_ptr<Cache> cache_;
 };
 
+// One process-wide CPU allocator for host memory outside any run's device
+// accounting (token windows before they move to the device, the trainer's
+// control scalars, staging copies for checks), whatever the run's device.
+CpuAllocator& host_allocator();
+
 // Allocates nothing and hands out addresses that must never be dereferenced;
 // ops on meta tensors compute nothing. Running the ordinary code path on it
 // gives the bytes a real device with the same granularity would hold.

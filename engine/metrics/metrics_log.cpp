@@ -56,8 +56,6 @@ void MetricsLog::close() {
 
 namespace {
 
-// The step a metrics record belongs to: a step line's "step", a summary
-// line's "steps" (the step the run ended at).
 // A summary line carries "summary": true and the step the run ended at in "steps".
 bool is_summary(const nlohmann::json& record) {
   const auto it = record.find("summary");

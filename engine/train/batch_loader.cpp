@@ -9,12 +9,6 @@ namespace sdp {
 
 namespace {
 
-// Host memory for what sources write, whatever the device.
-CpuAllocator& host_allocator() {
-  static CpuAllocator host;
-  return host;
-}
-
 class TokenBatches final : public BatchLoader {
  public:
   TokenBatches(std::unique_ptr<data::TokenSource> source, int64_t batch, int64_t seq,

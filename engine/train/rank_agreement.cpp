@@ -12,11 +12,6 @@ namespace sdp {
 
 namespace {
 
-CpuAllocator& host_allocator() {
-  static CpuAllocator host;
-  return host;
-}
-
 uint64_t rotl(uint64_t x, int r) { return (x << r) | (x >> (64 - r)); }
 
 // One 64-bit lane mixed per 8 bytes (multiply, rotate, multiply), then a
@@ -45,19 +40,13 @@ uint64_t hash_bytes(const unsigned char* p, size_t n, uint64_t seed) {
 std::vector<std::vector<uint64_t>> gather_words(comm::Communicator& world,
                                                 const std::vector<uint64_t>& mine) {
   const size_t n = mine.size();
-  // As pairs of i32 (the communicator moves any dtype; this one every backend has).
-  std::vector<uint64_t> all(n * static_cast<size_t>(world.size()));
-  // Every chunk starts as this rank's: an emulated world (no peers) agrees with itself.
-  for (size_t r = 0; r < static_cast<size_t>(world.size()); ++r)
-    std::memcpy(all.data() + r * n, mine.data(), n * sizeof(uint64_t));
-  std::vector<uint64_t> send = mine;
-  Tensor input(send.data(), {static_cast<int64_t>(2 * n)}, DType::i32, Device::cpu);
-  Tensor output(all.data(), {static_cast<int64_t>(2 * all.size())}, DType::i32, Device::cpu);
-  world.all_gather(input, output);
-  std::vector<std::vector<uint64_t>> by_rank(static_cast<size_t>(world.size()));
+  // As pairs of 32-bit words, the unit of the host gathers.
+  const std::vector<int32_t> all = comm::all_gather_host_words(
+      world, {reinterpret_cast<const int32_t*>(mine.data()), 2 * n});  // [size * 2n]
+  std::vector<std::vector<uint64_t>> by_rank(static_cast<size_t>(world.size()),
+                                             std::vector<uint64_t>(n));
   for (size_t r = 0; r < by_rank.size(); ++r)
-    by_rank[r].assign(all.begin() + static_cast<std::ptrdiff_t>(r * n),
-                      all.begin() + static_cast<std::ptrdiff_t>((r + 1) * n));
+    std::memcpy(by_rank[r].data(), all.data() + r * 2 * n, n * sizeof(uint64_t));
   return by_rank;
 }
 

@@ -52,12 +52,6 @@ std::unique_ptr<comm::Communicator> make_own_world(const TrainConfig& c) {
   return comm::make_world("local", options);
 }
 
-// Host memory for token windows and the control scalars, whatever the device.
-CpuAllocator& host_allocator() {
-  static CpuAllocator host;
-  return host;
-}
-
 }  // namespace
 
 void Trainer::require_device(const std::string& device) {
