@@ -150,6 +150,23 @@ void Communicator::reduce_scatter(const Tensor& input, Tensor& output, ReduceOp 
 }
 
 void Communicator::all_gather(const Tensor& input, Tensor& output) {
+  if (!start_all_gather(input, output)) return;
+  do_all_gather(input, output);
+}
+
+std::unique_ptr<PendingCollective> Communicator::all_gather_async(const Tensor& input,
+                                                                  Tensor& output) {
+  if (!start_all_gather(input, output)) return std::make_unique<FinishedCollective>();
+  return do_all_gather_async(input, output);
+}
+
+std::unique_ptr<PendingCollective> Communicator::do_all_gather_async(const Tensor& input,
+                                                                     Tensor& output) {
+  do_all_gather(input, output);
+  return std::make_unique<FinishedCollective>();
+}
+
+bool Communicator::start_all_gather(const Tensor& input, Tensor& output) {
   const std::string at = where(Op::all_gather);
   check_buffer(at, input, "input");
   check_buffer(at, output, "output");
@@ -160,8 +177,7 @@ void Communicator::all_gather(const Tensor& input, Tensor& output) {
   check_overlap(at, output, input, rank_, "input = this rank's chunk of output");
   check_supported(Op::all_gather, input, false);
   stats_->record(Op::all_gather, name_, size_, static_cast<int64_t>(output.bytes()), false);
-  if (input.device() == Device::meta) return;
-  do_all_gather(input, output);
+  return input.device() != Device::meta;
 }
 
 void Communicator::broadcast(Tensor& buffer, int root) {

@@ -82,7 +82,8 @@ struct CommOptions {
   double timeout_seconds = 600;
 };
 
-// A collective started without waiting (Communicator::all_reduce_async):
+// A collective started without waiting (Communicator::all_reduce_async,
+// all_gather_async):
 // its buffer must not be touched until wait() has returned. wait() applies
 // the same deadline as a blocking call; calling it again does nothing. A
 // handle destroyed without wait() waits in its destructor.
@@ -131,6 +132,10 @@ class Communicator {
   void reduce_scatter(const Tensor& input, Tensor& output, ReduceOp op);
   // input [n] -> output [size * n], chunks in group-rank order.
   void all_gather(const Tensor& input, Tensor& output);
+  // Starts the same all-gather and returns at once (a sharded model's next
+  // parameters, gathered while the current ones compute); `output` must
+  // not be read, nor `input` written, until wait(). Counted when started.
+  std::unique_ptr<PendingCollective> all_gather_async(const Tensor& input, Tensor& output);
   void broadcast(Tensor& buffer, int root);
   void send(const Tensor& buffer, int peer);
   void recv(Tensor& buffer, int peer);
@@ -160,6 +165,9 @@ class Communicator {
   virtual std::unique_ptr<PendingCollective> do_all_reduce_async(Tensor& buffer, ReduceOp op);
   virtual void do_reduce_scatter(const Tensor& input, Tensor& output, ReduceOp op) = 0;
   virtual void do_all_gather(const Tensor& input, Tensor& output) = 0;
+  // Default: do_all_gather, then an already finished handle.
+  virtual std::unique_ptr<PendingCollective> do_all_gather_async(const Tensor& input,
+                                                                 Tensor& output);
   virtual void do_broadcast(Tensor& buffer, int root) = 0;
   virtual void do_send(const Tensor& buffer, int peer) = 0;
   virtual void do_recv(Tensor& buffer, int peer) = 0;
@@ -175,6 +183,8 @@ class Communicator {
   // does not serve, a dtype it cannot reduce); runs before the call is
   // counted. `reduces` is true for all_reduce and reduce_scatter.
   virtual void check_supported(Op op, const Tensor& buffer, bool reduces) const;
+  // Checks and counts an all-gather; false when nothing is to move (meta).
+  bool start_all_gather(const Tensor& input, Tensor& output);
   // The start of every argument error: "all_reduce on group world (rank 1 of 4)".
   std::string where(Op op) const;
 

@@ -145,7 +145,7 @@ void MpiCommunicator::do_reduce_scatter(const Tensor& input, Tensor& output, Red
   if (op == ReduceOp::average) divide_in_place(output, size());
 }
 
-void MpiCommunicator::do_all_gather(const Tensor& input, Tensor& output) {
+MPI_Request MpiCommunicator::start_all_gather_request(const Tensor& input, Tensor& output) {
   const int n = count_of(Op::all_gather, input);
   count_of(Op::all_gather, output);
   const char* chunk =
@@ -154,7 +154,21 @@ void MpiCommunicator::do_all_gather(const Tensor& input, Tensor& output) {
   MPI_Request request;
   MPI_CHECK(MPI_Iallgather(in_place ? MPI_IN_PLACE : input.raw(), n, mpi_type(input.dtype()),
                            output.raw(), n, mpi_type(output.dtype()), comm_, &request));
+  return request;
+}
+
+void MpiCommunicator::do_all_gather(const Tensor& input, Tensor& output) {
+  MPI_Request request = start_all_gather_request(input, output);
   wait(request, op_name(Op::all_gather), static_cast<int64_t>(output.bytes()));
+}
+
+std::unique_ptr<PendingCollective> MpiCommunicator::do_all_gather_async(const Tensor& input,
+                                                                        Tensor& output) {
+  MPI_Request request = start_all_gather_request(input, output);
+  const int64_t bytes = static_cast<int64_t>(output.bytes());
+  return std::make_unique<DeferredCollective>([this, request, bytes]() mutable {
+    wait(request, op_name(Op::all_gather), bytes);
+  });
 }
 
 void MpiCommunicator::do_broadcast(Tensor& buffer, int root) {

@@ -27,6 +27,9 @@ class MpiCommunicator final : public Communicator {
   std::unique_ptr<PendingCollective> do_all_reduce_async(Tensor& buffer, ReduceOp op) override;
   void do_reduce_scatter(const Tensor& input, Tensor& output, ReduceOp op) override;
   void do_all_gather(const Tensor& input, Tensor& output) override;
+  // MPI_Iallgather; the handle waits under the deadline.
+  std::unique_ptr<PendingCollective> do_all_gather_async(const Tensor& input,
+                                                         Tensor& output) override;
   void do_broadcast(Tensor& buffer, int root) override;
   void do_send(const Tensor& buffer, int peer) override;
   void do_recv(Tensor& buffer, int peer) override;
@@ -40,6 +43,8 @@ class MpiCommunicator final : public Communicator {
   MpiCommunicator(MPI_Comm comm, int rank, int size, std::string name,
                   std::vector<int> world_ranks, std::shared_ptr<CommStats> stats,
                   CommOptions options);
+  // Starts MPI_Iallgather (in place when input is this rank's chunk).
+  MPI_Request start_all_gather_request(const Tensor& input, Tensor& output);
   // Element count as MPI's int, refusing buffers beyond it.
   int count_of(Op op, const Tensor& t) const;
   // Waits for `request` until the deadline; on timeout ends the job.

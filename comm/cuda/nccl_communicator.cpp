@@ -264,6 +264,15 @@ std::unique_ptr<PendingCollective> NcclCommunicator::do_all_reduce_async(Tensor&
   return std::make_unique<DeferredCollective>([this, bytes] { wait(Op::all_reduce, bytes); });
 }
 
+std::unique_ptr<PendingCollective> NcclCommunicator::do_all_gather_async(const Tensor& input,
+                                                                         Tensor& output) {
+  if (on_host(input)) return host_->all_gather_async(input, output);
+  order_after_compute();
+  NCCL_CHECK(ncclAllGather(input.raw(), output.raw(), input.bytes(), ncclUint8, comm_, stream_));
+  const int64_t bytes = static_cast<int64_t>(output.bytes());
+  return std::make_unique<DeferredCollective>([this, bytes] { wait(Op::all_gather, bytes); });
+}
+
 std::unique_ptr<Communicator> NcclCommunicator::do_split(int color, int key) {
   // The host split first: it gathers every rank's color under the deadline,
   // so the blocking ncclCommSplit below finds every peer there.

@@ -49,6 +49,10 @@ class NcclCommunicator final : public Communicator {
   std::unique_ptr<PendingCollective> do_all_reduce_async(Tensor& buffer, ReduceOp op) override;
   void do_reduce_scatter(const Tensor& input, Tensor& output, ReduceOp op) override;
   void do_all_gather(const Tensor& input, Tensor& output) override;
+  // Queued like do_all_reduce_async: a sharded model's next parameters
+  // arrive on this communicator's stream while compute goes on.
+  std::unique_ptr<PendingCollective> do_all_gather_async(const Tensor& input,
+                                                         Tensor& output) override;
   void do_broadcast(Tensor& buffer, int root) override;
   void do_send(const Tensor& buffer, int peer) override;
   void do_recv(Tensor& buffer, int peer) override;

@@ -8,15 +8,17 @@
 
 namespace sdp {
 
-enum class MemCategory : uint8_t { param, master, grad, optim, activation, workspace, comm };
-inline constexpr size_t kMemCategoryCount = 7;
+// gathered: whole parameters of sharded (FSDP) groups while a part of the
+// model reads them; param then counts only what persists (the shards).
+enum class MemCategory : uint8_t { param, master, grad, optim, activation, workspace, comm, gathered };
+inline constexpr size_t kMemCategoryCount = 8;
 
 enum class Phase : uint8_t { idle, forward, backward, optimizer, communication };
 inline constexpr size_t kPhaseCount = 5;
 
 constexpr std::string_view category_name(MemCategory c) {
   constexpr std::string_view names[] = {"param",      "master",    "grad", "optim",
-                                        "activation", "workspace", "comm"};
+                                        "activation", "workspace", "comm", "gathered"};
   return names[static_cast<size_t>(c)];
 }
 

@@ -11,7 +11,12 @@ AdamW::AdamW(ParameterSet& params, const AdamWSettings& settings)
     if (!params_.is_trained(id) || params_.decl(id).buffer) continue;
     const ParamDecl& d = params_.decl(id);
     const double decay = d.shape.ndim() >= 2 ? settings_.weight_decay : 0.0;
-    segments_[static_cast<size_t>(d.group)].push_back({d.offset, d.shape.numel(), decay});
+    // Offsets inside this rank's shard of the group (the whole group when
+    // it is not sharded); a parameter outside the shard is updated by the
+    // rank that holds it.
+    const ParameterSet::ShardSlice sl = params_.shard_slice(id);
+    if (sl.length > 0)
+      segments_[static_cast<size_t>(d.group)].push_back({sl.shard_begin, sl.length, decay});
   }
 }
 
@@ -25,10 +30,10 @@ void AdamW::update(int64_t step, double lr) {
   for (int g = 0; g < params_.group_count(); ++g) {
     const auto& segments = segments_[static_cast<size_t>(g)];
     if (segments.empty()) continue;
-    Tensor values = params_.group_values(g), m = params_.group_adam_m(g),
-           v = params_.group_adam_v(g);
-    Tensor low_precision = params_.group_params(g);
-    ops::adamw_update_segments(values, params_.group_grads(g), m, v, segments, c,
+    Tensor values = params_.shard_values(g), m = params_.shard_adam_m(g),
+           v = params_.shard_adam_v(g);
+    Tensor low_precision = params_.shard_params(g);
+    ops::adamw_update_segments(values, params_.shard_grads(g), m, v, segments, c,
                                params_.has_master(g) ? &low_precision : nullptr);
   }
 }

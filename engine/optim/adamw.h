@@ -3,7 +3,9 @@
 // group (its flat buffers cut into one segment per parameter), weight decay
 // on matrices only (norm gains and other vectors are not decayed, the usual
 // choice for transformers). In mixed precision the f32 master values are
-// updated and rounded into the bf16 parameters in the same pass.
+// updated and rounded into the bf16 parameters in the same pass. A sharded
+// group (shard_level.h) is updated on this rank's shard only; the owners'
+// all-gather of the updated values completes it.
 #include <cstdint>
 #include <vector>
 

@@ -25,7 +25,8 @@ OwnerGroups::OwnerGroups(comm::Communicator& world, const SubnetLayout& layout)
 void OwnerGroups::average_gradients(ParameterSet& params, std::optional<DType> wire,
                                     Allocator* staging) {
   for (int g = 0; g < params.group_count(); ++g) {
-    if (!params.group_decl(g).trained) continue;
+    // Sharded groups are reduce-scattered instead (Sharding).
+    if (!params.group_decl(g).trained || params.group_shard(g).sharded()) continue;
     comm::Communicator* c = comms_[static_cast<size_t>(g)];
     SDP_CHECK(c, "rank ", layout_.rank, " trains group ", params.group_decl(g).name,
               " but is not one of its owners");
@@ -71,7 +72,8 @@ void OwnerGroups::merge_buffers(ParameterSet& params) {
 double OwnerGroups::gradient_square_share(const ParameterSet& params) const {
   double sum = 0;
   for (int g = 0; g < params.group_count(); ++g)
-    if (params.group_decl(g).trained && layout_.groups[static_cast<size_t>(g)].root == layout_.rank)
+    if (params.group_decl(g).trained && !params.group_shard(g).sharded() &&
+        layout_.groups[static_cast<size_t>(g)].root == layout_.rank)
       sum += ops::sum_squares(params.group_grads(g));
   return sum;
 }
@@ -81,7 +83,19 @@ void OwnerGroups::gather_to_rank0(const ParameterSet& local, ParameterSet* full,
   const bool me0 = world_.rank() == 0;
   SDP_CHECK(!me0 || full, "gather_to_rank0: rank 0 needs a full parameter set");
   enum Part { values, buffers, first_moment, second_moment };
-  auto view = [](const ParameterSet& p, int g, Part part) {
+  // A sharded group's part exists whole nowhere: its owners all-gather it
+  // into `whole` (category comm) first, every owner taking part.
+  OwnedTensor whole;
+  auto view = [&](const ParameterSet& p, int g, Part part) -> Tensor {
+    const GroupShard& s = p.group_shard(g);
+    if (s.sharded() && part != buffers) {
+      const Tensor shard = part == values         ? p.shard_values(g)
+                           : part == first_moment ? p.shard_adam_m(g)
+                                                  : p.shard_adam_v(g);
+      whole = OwnedTensor(p.allocator(), {p.padded_numel(g)}, shard.dtype(), MemCategory::comm);
+      comms_[static_cast<size_t>(g)]->all_gather(shard, *whole);
+      return whole->narrow(0, 0, p.group_decl(g).numel);
+    }
     switch (part) {
       case values: return p.group_values(g);
       case buffers: return p.group_buffers(g);
@@ -102,15 +116,20 @@ void OwnerGroups::gather_to_rank0(const ParameterSet& local, ParameterSet* full,
       const bool have0 = part == values || part == buffers
                              ? owner0 || layout_.spec.masking == Masking::backward
                              : owner0;
+      // Every owner of a sharded group takes part in assembling it.
+      const bool assembles = local.group_shard(g).sharded() && part != buffers;
+      const bool sends = !me0 && !have0 && world_.rank() == sg.root;
+      Tensor src;
+      if (assembles || (me0 && have0) || sends) src = view(local, g, part);
       if (me0) {
         Tensor dst = view(*full, g, part);
         if (have0) {
-          stage_copy(view(local, g, part), dst);
+          stage_copy(src, dst);
         } else {
           world_.recv(dst, sg.root);
         }
-      } else if (!have0 && world_.rank() == sg.root) {
-        world_.send(view(local, g, part), 0);
+      } else if (sends) {
+        world_.send(src, 0);
       }
     }
   }

@@ -97,12 +97,19 @@ SubnetLayout SubnetLayout::build(const std::string& model, const StrategySpec& s
   // Storage groups: one per distinct owner set, the all-ranks set first.
   std::vector<int> all(static_cast<size_t>(world));
   for (int r = 0; r < world; ++r) all[static_cast<size_t>(r)] = r;
-  std::map<std::vector<int>, int> index;
-  auto group_of = [&](const std::vector<int>& owners) {
-    auto [it, fresh] = index.emplace(owners, static_cast<int>(L.groups.size()));
+  // Sharded: one group per owner set and block, so that a block's
+  // parameters are gathered alone; shared components stay one group (the
+  // root unit: embedding and head, stem and classifier).
+  const bool by_block = spec.shard != ShardLevel::none;
+  std::map<std::pair<std::vector<int>, int>, int> index;
+  auto group_of = [&](const std::vector<int>& owners, int block) {
+    const int key_block = by_block ? block : -1;
+    auto [it, fresh] = index.emplace(std::make_pair(owners, key_block),
+                                     static_cast<int>(L.groups.size()));
     if (fresh) {
       StorageGroup g;
       g.name = owners_name(owners, world);
+      if (key_block >= 0) g.name += "/block." + std::to_string(key_block);
       g.owners = owners;
       const bool mine = std::find(owners.begin(), owners.end(), rank) != owners.end();
       g.trained = mine;
@@ -111,10 +118,13 @@ SubnetLayout SubnetLayout::build(const std::string& model, const StrategySpec& s
     }
     return it->second;
   };
-  group_of(all);
+  group_of(all, -1);
   ml.component_group.assign(comps.size(), 0);
-  for (size_t k = 0; k < maskable.size(); ++k)
-    ml.component_group[static_cast<size_t>(maskable[k])] = group_of(L.plan.owners(static_cast<int>(k)));
+  for (size_t k = 0; k < maskable.size(); ++k) {
+    const Component& comp = comps[static_cast<size_t>(maskable[k])];
+    ml.component_group[static_cast<size_t>(maskable[k])] =
+        group_of(L.plan.owners(static_cast<int>(k)), comp.block);
+  }
   for (const StorageGroup& g : L.groups) ml.group_names.push_back(g.name);
 
   // Roots send a group's values (backward-masking broadcasts, gathers to
@@ -146,6 +156,19 @@ std::vector<bool> SubnetLayout::held_mask() const {
   return m;
 }
 
+std::vector<GroupShard> SubnetLayout::shard_plan() const {
+  std::vector<GroupShard> out(groups.size());
+  if (spec.shard == ShardLevel::none) return out;
+  for (size_t g = 0; g < groups.size(); ++g) {
+    const StorageGroup& sg = groups[g];
+    if (!sg.trained) continue;
+    const auto at = std::find(sg.owners.begin(), sg.owners.end(), rank);
+    out[g] = {spec.shard, static_cast<int>(sg.owners.size()),
+              static_cast<int>(at - sg.owners.begin())};
+  }
+  return out;
+}
+
 std::vector<bool> SubnetLayout::trained_mask() const {
   std::vector<bool> m;
   for (const StorageGroup& g : groups) m.push_back(g.trained);
@@ -161,6 +184,7 @@ nlohmann::json SubnetLayout::to_json() const {
           {"granularity", granularity_name(spec.granularity)},
           {"masking", spec.masking == Masking::forward ? "forward" : "backward"},
           {"world", world},
+          {"shard", shard_level_name(spec.shard)},
           {"plan", plan.to_json()},
           {"storage_groups", groups_json}};
 }

@@ -19,6 +19,7 @@
 #include "engine/plan/subnet_plan.h"
 #include "engine/train/train_config.h"
 #include "models/common/component.h"
+#include "models/common/shard_level.h"
 #include "models/registry.h"
 
 namespace sdp {
@@ -34,15 +35,20 @@ struct StrategySpec {
   uint64_t plan_seed = 0;
   int ffn_groups = 4, head_groups = 4;  // LLaMA neuron granularity
   int channel_groups = 8;               // ResNet neuron granularity
+  // Sharding (shard_level.h): every trained group is cut over its owners.
+  // Sharded layouts keep each block's components of one owner set in a
+  // group of their own (the unit gathered before that block runs).
+  ShardLevel shard = ShardLevel::none;
 
   static StrategySpec from_config(const TrainConfig& config);
   // "B-SDP (C = 0.5, cyclic)" / "DDP"
   std::string describe() const;
 };
 
-// One storage group: the components of one owner set.
+// One storage group: the components of one owner set (of one block, when
+// sharded).
 struct StorageGroup {
-  std::string name;         // "owners:all" or "owners:0,2"
+  std::string name;         // "owners:all" or "owners:0,2" (sharded: "owners:0,2/block.3")
   std::vector<int> owners;  // sorted world ranks
   bool held = false;        // parameters exist on this rank
   bool trained = false;     // this rank owns it: gradients, optimizer state
@@ -66,6 +72,9 @@ struct SubnetLayout {
                             int rank, const ModelDataFacts& facts = {});
   std::vector<bool> held_mask() const;
   std::vector<bool> trained_mask() const;
+  // Each group's partition on this rank: over its owners, at the spec's
+  // shard level, for the groups this rank trains (others whole).
+  std::vector<GroupShard> shard_plan() const;
   bool all_ranks(const StorageGroup& g) const { return static_cast<int>(g.owners.size()) == world; }
   // Plan table, strategy and groups, for the run summary and start-up print.
   nlohmann::json to_json() const;

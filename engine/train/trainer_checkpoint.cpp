@@ -46,50 +46,46 @@ constexpr int kFormatVersion = 1;
 void read_parameter_set(ParameterSet& p, const ck::TensorCollection& weights,
                         const ck::TensorCollection* moments) {
   CpuAllocator scratch;
-  // Files hold host tensors in the state dtype; a device part (or a bf16
-  // one) is read on the host and copied over.
-  auto read_part = [&](const ck::TensorCollection& file, const std::string& name, int id,
-                       Tensor part) {
+  // Files hold host tensors in the state dtype. Each parameter is read
+  // whole on the host and handed to the parameter set, which keeps what
+  // this rank stores of it: all of it, or its slice of a sharded group
+  // (and the low-precision copy where one is kept).
+  auto read_whole = [&](const ck::TensorCollection& file, const std::string& name,
+                        int id) -> OwnedTensor {
     const ParamDecl& d = p.decl(id);
-    const bool direct = part.device() == Device::cpu && part.dtype() == p.state_dtype();
-    OwnedTensor staged;
-    Tensor host = part;
-    if (!direct) {
-      staged = OwnedTensor(scratch, part.shape(), p.state_dtype(), MemCategory::workspace);
-      host = *staged;
-    }
+    OwnedTensor host(scratch, d.shape, p.state_dtype(), MemCategory::workspace);
     // A checkpoint of another dtype (an f64 run's into an f32 one) is read
     // as stored and converted.
-    const DType stored = file.contains(name) ? file.info(name).dtype : host.dtype();
-    if (!d.is_piece() && stored == host.dtype()) {
-      file.read_into(name, host);
+    const DType stored = file.contains(name) ? file.info(name).dtype : host->dtype();
+    if (!d.is_piece() && stored == host->dtype()) {
+      file.read_into(name, *host);
     } else if (!d.is_piece()) {
-      OwnedTensor as_stored(scratch, host.shape(), stored, MemCategory::workspace);
+      OwnedTensor as_stored(scratch, d.shape, stored, MemCategory::workspace);
       file.read_into(name, *as_stored);
-      stage_copy(*as_stored, host);
+      stage_copy(*as_stored, *host);
     } else {
       // A piece of a full tensor: read the whole, keep the rows / columns.
       OwnedTensor whole(scratch, d.full_shape, stored, MemCategory::workspace);
       file.read_into(name, *whole);
       Tensor full = *whole;
       OwnedTensor converted;
-      if (stored != host.dtype()) {
-        converted = OwnedTensor(scratch, d.full_shape, host.dtype(), MemCategory::workspace);
+      if (stored != host->dtype()) {
+        converted = OwnedTensor(scratch, d.full_shape, host->dtype(), MemCategory::workspace);
         full = *converted;
         stage_copy(*whole, full);
       }
-      copy_full_to_part(d, full, host);
+      copy_full_to_part(d, full, *host);
     }
-    if (!direct) stage_copy(host, part);
+    return host;
   };
+  using Part = ParameterSet::Part;
   for (int id = 0; id < p.count(); ++id) {
     if (!p.is_materialized(id)) continue;
     const std::string& name = p.decl(id).full_name;
-    read_part(weights, name, id, p.values(id));
-    p.refresh_from_master(id);  // the bf16 copy the forward reads
+    p.assign(id, Part::values, *read_whole(weights, name, id));
     if (!moments || !p.is_trained(id) || p.decl(id).buffer) continue;
-    read_part(*moments, "exp_avg." + name, id, p.adam_m(id));
-    read_part(*moments, "exp_avg_sq." + name, id, p.adam_v(id));
+    p.assign(id, Part::adam_m, *read_whole(*moments, "exp_avg." + name, id));
+    p.assign(id, Part::adam_v, *read_whole(*moments, "exp_avg_sq." + name, id));
   }
 }
 

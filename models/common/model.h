@@ -47,8 +47,10 @@ class Model {
   // Allocates the parameters (and buffers) of the held storage groups (all
   // when empty), keeps gradients for the trained ones (default = held), and
   // any model constants, on `alloc`, which also serves every activation.
+  // `shards` partitions trained groups (ParameterSet::materialize).
   virtual void materialize(Allocator& alloc, DType dtype, const std::vector<bool>& held_groups = {},
-                           const std::vector<bool>& trained_groups = {}) = 0;
+                           const std::vector<bool>& trained_groups = {},
+                           const std::vector<GroupShard>& shards = {}) = 0;
   virtual Allocator& allocator() const = 0;
   virtual DType dtype() const = 0;
 

@@ -28,12 +28,30 @@
 // master values (category master) that the optimizer updates and rounds
 // into the bf16 copy the forward reads; gradients and moments are f32
 // (accum_dtype). Held but untrained groups keep only the bf16 values.
+//
+// Sharding (shard_level.h): a trained group may be cut into `parts` equal
+// shards of its flat buffer (padded with zeros to P = a multiple of parts
+// elements, shard s = [s * S, (s + 1) * S), S = P / parts). By level:
+//   optimizer  master, m, v hold this rank's shard [S]; parameters and
+//              gradients stay whole, padded to [P] (so that the all-gather
+//              of updated values and the reduce-scatter of gradients work
+//              in place on this rank's chunk)
+//   grad       gradients too: a persistent shard [S] plus a whole [P]
+//              buffer that exists only between allocate_full_grads() and
+//              release_full_grads() (while backward produces them)
+//   full       parameters too: the shard [S] persists (category param); the
+//              whole [P] exists only between allocate_full_params() and
+//              release_full_params() (category gathered)
+// param(id) / grad(id) / group_params(g) / group_grads(g) read the whole
+// buffers and fail while they do not exist; shard_*(g) read this rank's
+// shard. Padding stays zero: no update touches it.
 #include <cstdint>
 #include <optional>
 #include <string>
 #include <vector>
 
 #include "engine/core/tensor.h"
+#include "models/common/shard_level.h"
 
 namespace sdp {
 
@@ -86,15 +104,61 @@ class ParameterSet {
   // `allocator` in `dtype`; groups not held are never allocated. `trained`
   // (default: = held) marks the groups whose gradients and optimizer state
   // this process keeps; it must be a subset of `held`.
+  // `shards` (empty = none) gives each group's partition; only trained
+  // groups may be sharded.
   void materialize(Allocator& allocator, DType dtype, const std::vector<bool>& held = {},
-                   const std::vector<bool>& trained = {});
+                   const std::vector<bool>& trained = {},
+                   const std::vector<GroupShard>& shards = {});
   void allocate_grads();           // trained groups, category grad, zero-filled
   void allocate_adam_state();      // trained groups, category optim (m and v), zero-filled
   void release_grads();
   // Counter-based: independent of layout, owner and device (values are drawn
   // on the host in f64 and rounded once into the stored dtype).
   void init_values(uint64_t seed);
+  // Zeroes every gradient buffer that exists (shards and whole buffers).
   void zero_grads();
+
+  // ---- sharded groups ----
+  const GroupShard& group_shard(int g) const;
+  bool any_sharded() const;
+  int64_t padded_numel(int g) const;  // P: numel rounded up to a multiple of parts
+  int64_t shard_numel(int g) const;   // S = P / parts (= numel when not sharded)
+  int64_t shard_begin(int g) const;   // index * S
+  // The whole parameters of a `full` group, zero-filled, category gathered
+  // (the all-gather fills them); other groups always have them.
+  void allocate_full_params(int g);
+  void release_full_params(int g);
+  bool has_full_params(int g) const;
+  // The whole gradients of a `grad` / `full` group, zero-filled, category
+  // grad (backward accumulates into them, the reduce-scatter empties them);
+  // other trained groups always have them (once allocate_grads() ran).
+  void allocate_full_grads(int g);
+  void release_full_grads(int g);
+  bool has_full_grads(int g) const;
+  // [P] whole buffers, padding included (collective buffers).
+  Tensor group_params_padded(int g) const;
+  Tensor group_grads_padded(int g) const;
+  // [S] this rank's shard (the whole group, [numel], when not sharded):
+  // parameters (the stored shard, or this rank's chunk of the whole buffer),
+  // authoritative values (master where kept), gradients, moments.
+  Tensor shard_params(int g) const;
+  Tensor shard_values(int g) const;
+  Tensor shard_grads(int g) const;
+  Tensor shard_adam_m(int g) const;
+  Tensor shard_adam_v(int g) const;
+  // Where parameter `id` meets this rank's shard of its group (elements).
+  struct ShardSlice {
+    int64_t param_begin = 0;  // offset inside the parameter (flat)
+    int64_t shard_begin = 0;  // offset inside the shard
+    int64_t length = 0;       // 0: the parameter lies outside the shard
+  };
+  ShardSlice shard_slice(int id) const;
+  // What this rank stores of one parameter (values) or of its AdamW moments,
+  // written from the whole parameter's value `full` ([decl(id).shape], any
+  // device and dtype): the whole parameter, or its slice in this rank's
+  // shard. Values also refresh the low-precision copy where one is kept.
+  enum class Part : uint8_t { values, adam_m, adam_v };
+  void assign(int id, Part part, const Tensor& full);
 
   // ---- access ----
   int count() const { return static_cast<int>(decls_.size()); }
@@ -107,6 +171,7 @@ class ParameterSet {
   bool has_grads() const { return has_grads_; }
   bool has_adam_state() const { return has_adam_; }
 
+  // Whole tensors of one parameter (fail where only a shard exists).
   Tensor param(int id) const;
   // The authoritative values: the f32 master copy where one is kept, else
   // the parameter itself (checkpoints and gathers read these).
@@ -136,13 +201,22 @@ class ParameterSet {
   int64_t materialized_numel() const;   // what this process holds
   int64_t trained_numel() const;        // what it keeps gradients for
   DType dtype() const { return dtype_; }               // of the parameters
+  Allocator& allocator() const {
+    SDP_CHECK(allocator_, "parameters are not materialized");
+    return *allocator_;
+  }
   DType state_dtype() const { return accum_dtype(dtype_); }  // master, grads, moments
 
  private:
   struct Storage {
-    OwnedTensor params, master, grads, m, v;  // each [group numel]
-    OwnedTensor buffers;                      // [group buffer_numel], state dtype
+    // [numel] each, or as the group's shard level says (see above)
+    OwnedTensor params, master, grads, m, v;
+    OwnedTensor full_params, full_grads;  // sharded groups, while they exist: [P]
+    OwnedTensor buffers;                  // [group buffer_numel], state dtype
   };
+  // The whole-parameter buffer of group g ([P] or [numel]); undefined while absent.
+  const OwnedTensor& whole_params(int g) const;
+  const OwnedTensor& whole_grads(int g) const;
   Tensor slice(const OwnedTensor& flat, int id, const char* what) const;
   int add_decl(ParamDecl d, bool buffer);
   int set_piece(int id, const std::string& full_name, const Shape& full_shape, int axis,
@@ -151,6 +225,7 @@ class ParameterSet {
   std::vector<ParamDecl> decls_;
   std::vector<ParamGroupDecl> groups_;
   std::vector<Storage> storage_;
+  std::vector<GroupShard> shards_;
   Allocator* allocator_ = nullptr;
   DType dtype_ = DType::f32;
   bool has_grads_ = false;

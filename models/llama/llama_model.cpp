@@ -142,10 +142,11 @@ int LlamaModel::block_group(int b) const {
 }
 
 void LlamaModel::materialize(Allocator& alloc, DType dtype, const std::vector<bool>& held,
-                             const std::vector<bool>& trained) {
+                             const std::vector<bool>& trained,
+                             const std::vector<GroupShard>& shards) {
   alloc_ = &alloc;
   dtype_ = dtype;
-  params_.materialize(alloc, dtype, held, trained);
+  params_.materialize(alloc, dtype, held, trained, shards);
   const int64_t half = config_.head_dim() / 2;
   // The RoPE tables are constants of the model, not parameters.
   // In accum_dtype: angles at long positions need more than bf16's 8 bits.

@@ -48,7 +48,8 @@ class LlamaModel final : public Model {
   // ParameterSet::materialize), and the RoPE tables, on `alloc`, which also
   // serves every activation later.
   void materialize(Allocator& alloc, DType dtype, const std::vector<bool>& held_groups = {},
-                   const std::vector<bool>& trained_groups = {}) override;
+                   const std::vector<bool>& trained_groups = {},
+                   const std::vector<GroupShard>& shards = {}) override;
   Allocator& allocator() const override { return *alloc_; }
   DType dtype() const override { return dtype_; }
   const ModelLayout& layout() const override { return layout_; }

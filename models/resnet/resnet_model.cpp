@@ -189,10 +189,11 @@ void ResNetModel::declare_parameters() {
 }
 
 void ResNetModel::materialize(Allocator& alloc, DType dtype, const std::vector<bool>& held,
-                              const std::vector<bool>& trained) {
+                              const std::vector<bool>& trained,
+                             const std::vector<GroupShard>& shards) {
   alloc_ = &alloc;
   dtype_ = dtype;
-  params_.materialize(alloc, dtype, held, trained);
+  params_.materialize(alloc, dtype, held, trained, shards);
 }
 
 bool ResNetModel::block_runs(size_t b) const {

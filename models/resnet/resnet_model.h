@@ -50,7 +50,8 @@ class ResNetModel final : public Model {
   const ModelLayout& layout() const override { return layout_; }
 
   void materialize(Allocator& alloc, DType dtype, const std::vector<bool>& held_groups = {},
-                   const std::vector<bool>& trained_groups = {}) override;
+                   const std::vector<bool>& trained_groups = {},
+                   const std::vector<GroupShard>& shards = {}) override;
   Allocator& allocator() const override { return *alloc_; }
   DType dtype() const override { return dtype_; }
 

@@ -1,0 +1,98 @@
+#pragma once
+// FSDP / ZeRO for one rank: the collectives of the sharded storage groups
+// (models/common/shard_level.h). Sharding is an axis of its own: each
+// trained group is partitioned over its owners (k ranks of its owner set;
+// the shared group over the whole world), so SDP and sharding multiply.
+// Per level, for one step of M micro-batches:
+//   optimizer  gradients accumulate whole; after the last backward one
+//              reduce-scatter (average) leaves each owner its shard; AdamW
+//              updates the shard; one all-gather of the updated parameters
+//   grad       as soon as a group's gradients of a micro-batch are final
+//              (GradsReady) they are reduce-scattered into the persistent
+//              shard and the whole buffer is freed: M reduce-scatters;
+//              then AdamW on the shard and one all-gather
+//   full       before a site of the model reads a group, its parameters are
+//              all-gathered into a transient whole buffer (and the next
+//              site's are started, to overlap compute); after the site's
+//              last read it is freed again (forward: when resharding after
+//              forward; backward: always). Gradients as for `grad`. AdamW
+//              updates the shards in place: no gather after the update.
+// A site is a place of the model that reads parameters (Model::site_params:
+// input stage, blocks, output stage); a group may be read at several sites
+// (the shared group: embedding and head) and stays gathered from its first
+// read to its last in a pass. Unsharded groups (one owner, untrained) are
+// not touched here: OwnerGroups averages them.
+#include <memory>
+#include <span>
+#include <vector>
+
+#include "comm/communicator.h"
+#include "engine/parallel/owner_groups.h"
+#include "engine/parallel/strategy.h"
+#include "models/common/parameter_set.h"
+
+namespace sdp {
+
+enum class SitePass : uint8_t { forward, backward };
+
+class Sharding {
+ public:
+  // site_params[s]: the parameter ids site s reads. The groups' partition
+  // is the parameter set's (ParameterSet::group_shard).
+  Sharding(ParameterSet& params, OwnerGroups& groups, std::vector<std::vector<int>> site_params,
+           bool reshard_after_forward);
+
+  // Whether any group is sharded here (otherwise every call is a no-op).
+  bool active() const { return active_; }
+  // Training forwards keep the groups the output stage read gathered for
+  // the backward that follows at once; evaluation frees everything.
+  void set_training(bool training) { training_ = training; }
+
+  // The model's parameter hooks (Model::set_param_hooks).
+  void params_needed(int site, SitePass pass);
+  void params_done(int site, SitePass pass);
+
+  // Before each backward: every gradient-sharded group expects its
+  // gradients again. `ready` (GradsReady) reports final parameters.
+  void begin_backward();
+  void grads_ready(std::span<const int> param_ids);
+  // After the step's last backward: the optimizer-level groups'
+  // reduce-scatter; checks that every other group was reduced.
+  void reduce_remaining_gradients();
+  // After the update: the optimizer- and grad-level groups' all-gather of
+  // their updated parameters.
+  void gather_updated_parameters();
+  // Sum of squares of this rank's gradient shards (each sharded group's
+  // shards together cover it once).
+  double gradient_square_share() const;
+  // Frees every gathered parameter buffer (after an evaluation, before a
+  // checkpoint).
+  void release_all();
+
+ private:
+  struct GroupState {
+    comm::Communicator* comm = nullptr;
+    std::unique_ptr<comm::PendingCollective> pending;  // a prefetch in flight
+    int first_site = -1, last_site = -1;  // sites reading the group, forward order
+    int64_t trained_params = 0;           // parameters whose gradients it expects
+    int64_t unreported = 0;               // of them, not final yet in this backward
+    std::vector<char> reported;           // by parameter id (gradient-sharded groups)
+  };
+  void gather(int g, bool wait);
+  void finish_gather(int g);
+  void release(int g);
+  void reduce_scatter_into_shard(int g);
+  // Next site after `site` in `pass` order with a group to gather, or -1.
+  int next_site_to_gather(int site, SitePass pass) const;
+
+  ParameterSet& params_;
+  std::vector<std::vector<int>> site_groups_;  // held, parameter-sharded groups per site
+  std::vector<std::vector<int>> site_grad_groups_;  // gradient-sharded groups per site
+  std::vector<GroupState> state_;
+  std::vector<int> group_of_param_;
+  bool reshard_after_forward_;
+  bool training_ = true;
+  bool active_ = false;
+};
+
+}  // namespace sdp
