@@ -58,6 +58,7 @@ Traffic CommStats::total() const {
 void CommStats::reset() {
   by_op_ = {};
   by_group_.clear();
+  wait_seconds_ = 0;
 }
 
 namespace {
@@ -75,6 +76,7 @@ nlohmann::json CommStats::to_json() const {
     ops[std::string(op_name(static_cast<Op>(i)))] = traffic_json(by_op_[i]);
   nlohmann::json groups = nlohmann::json::object();
   for (const auto& [name, traffic] : by_group_) groups[name] = traffic_json(traffic);
+  out["wait_seconds"] = wait_seconds_;
   out["by_op"] = std::move(ops);
   out["by_group"] = std::move(groups);
   return out;

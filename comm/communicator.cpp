@@ -4,6 +4,7 @@
 #include "comm/communicator.h"
 
 #include <algorithm>
+#include <chrono>
 #include <cstring>
 #include <limits>
 
@@ -67,6 +68,33 @@ std::string join_ranks(const std::vector<int>& ranks) {
   return out;
 }
 
+// Runs `call` and adds its wall time to the waiting time of `stats`.
+template <typename Call>
+auto timed(CommStats& stats, Call&& call) {
+  const auto start = std::chrono::steady_clock::now();
+  struct Stop {
+    CommStats& stats;
+    std::chrono::steady_clock::time_point start;
+    ~Stop() {
+      stats.add_wait_seconds(
+          std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
+    }
+  } stop{stats, start};
+  return call();
+}
+
+// An asynchronous collective whose wait() is counted as waiting time.
+class TimedCollective final : public PendingCollective {
+ public:
+  TimedCollective(std::unique_ptr<PendingCollective> inner, CommStats& stats)
+      : inner_(std::move(inner)), stats_(stats) {}
+  void wait() override { timed(stats_, [&] { inner_->wait(); }); }
+
+ private:
+  std::unique_ptr<PendingCollective> inner_;
+  CommStats& stats_;
+};
+
 }  // namespace
 
 Communicator::Communicator(int rank, int size, std::string name, std::vector<int> world_ranks,
@@ -93,7 +121,7 @@ void Communicator::all_reduce(Tensor& buffer, ReduceOp op) {
   check_supported(Op::all_reduce, buffer, true);
   stats_->record(Op::all_reduce, name_, size_, static_cast<int64_t>(buffer.bytes()), false);
   if (buffer.device() == Device::meta) return;
-  do_all_reduce(buffer, op);
+  timed(*stats_, [&] { do_all_reduce(buffer, op); });
 }
 
 DeferredCollective::~DeferredCollective() {
@@ -124,7 +152,7 @@ std::unique_ptr<PendingCollective> Communicator::all_reduce_async(Tensor& buffer
   check_supported(Op::all_reduce, buffer, true);
   stats_->record(Op::all_reduce, name_, size_, static_cast<int64_t>(buffer.bytes()), false);
   if (buffer.device() == Device::meta) return std::make_unique<FinishedCollective>();
-  return do_all_reduce_async(buffer, op);
+  return std::make_unique<TimedCollective>(timed(*stats_, [&] { return do_all_reduce_async(buffer, op); }), *stats_);
 }
 
 std::unique_ptr<PendingCollective> Communicator::do_all_reduce_async(Tensor& buffer,
@@ -146,18 +174,18 @@ void Communicator::reduce_scatter(const Tensor& input, Tensor& output, ReduceOp 
   check_supported(Op::reduce_scatter, input, true);
   stats_->record(Op::reduce_scatter, name_, size_, static_cast<int64_t>(input.bytes()), false);
   if (input.device() == Device::meta) return;
-  do_reduce_scatter(input, output, op);
+  timed(*stats_, [&] { do_reduce_scatter(input, output, op); });
 }
 
 void Communicator::all_gather(const Tensor& input, Tensor& output) {
   if (!start_all_gather(input, output)) return;
-  do_all_gather(input, output);
+  timed(*stats_, [&] { do_all_gather(input, output); });
 }
 
 std::unique_ptr<PendingCollective> Communicator::all_gather_async(const Tensor& input,
                                                                   Tensor& output) {
   if (!start_all_gather(input, output)) return std::make_unique<FinishedCollective>();
-  return do_all_gather_async(input, output);
+  return std::make_unique<TimedCollective>(timed(*stats_, [&] { return do_all_gather_async(input, output); }), *stats_);
 }
 
 std::unique_ptr<PendingCollective> Communicator::do_all_gather_async(const Tensor& input,
@@ -189,7 +217,7 @@ void Communicator::broadcast(Tensor& buffer, int root) {
   stats_->record(Op::broadcast, name_, size_, static_cast<int64_t>(buffer.bytes()),
                  rank_ == root);
   if (buffer.device() == Device::meta) return;
-  do_broadcast(buffer, root);
+  timed(*stats_, [&] { do_broadcast(buffer, root); });
 }
 
 namespace {
@@ -209,7 +237,7 @@ void Communicator::send(const Tensor& buffer, int peer) {
   check_supported(Op::send, buffer, false);
   stats_->record(Op::send, name_, size_, static_cast<int64_t>(buffer.bytes()), false);
   if (buffer.device() == Device::meta) return;
-  do_send(buffer, peer);
+  timed(*stats_, [&] { do_send(buffer, peer); });
 }
 
 void Communicator::recv(Tensor& buffer, int peer) {
@@ -219,12 +247,12 @@ void Communicator::recv(Tensor& buffer, int peer) {
   check_supported(Op::recv, buffer, false);
   stats_->record(Op::recv, name_, size_, static_cast<int64_t>(buffer.bytes()), false);
   if (buffer.device() == Device::meta) return;
-  do_recv(buffer, peer);
+  timed(*stats_, [&] { do_recv(buffer, peer); });
 }
 
 void Communicator::barrier() {
   stats_->record(Op::barrier, name_, size_, 0, false);
-  do_barrier();
+  timed(*stats_, [&] { do_barrier(); });
 }
 
 std::unique_ptr<Communicator> Communicator::split(int color, int key) {

@@ -67,12 +67,18 @@ class CommStats {
   const std::map<std::string, Traffic>& by_group() const { return by_group_; }
   Traffic total() const;
   void reset();  // e.g. at the start of each step
-  // {"sent_bytes", "payload_bytes", "calls", "by_op": {...}, "by_group": {...}}
+  // Wall time spent inside collectives (blocking calls, and the wait() of
+  // asynchronous ones): how long this rank waited for communication.
+  void add_wait_seconds(double s) { wait_seconds_ += s; }
+  double wait_seconds() const { return wait_seconds_; }
+  // {"sent_bytes", "payload_bytes", "calls", "wait_seconds", "by_op": {...},
+  //  "by_group": {...}}
   nlohmann::json to_json() const;
 
  private:
   std::array<Traffic, kOpCount> by_op_{};
   std::map<std::string, Traffic> by_group_;
+  double wait_seconds_ = 0;
 };
 
 struct CommOptions {
