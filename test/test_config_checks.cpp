@@ -139,5 +139,6 @@ TEST_CASE("strategy: group counts beyond int are refused, not read as automatic"
                       Catch::Contains("ffn_groups = 2147483648 is invalid (valid: [0, 65536])"));
   c.parallel.ffn_groups = 0;
   c.parallel.head_groups = -1;
-  REQUIRE_THROWS_WITH(StrategySpec::from_settings(c.parallel, c.model), Catch::Contains("head_groups = -1 is invalid"));
+  REQUIRE_THROWS_WITH(StrategySpec::from_settings(c.parallel, c.model),
+                      Catch::Contains("head_groups = -1 is invalid"));
 }

@@ -12,8 +12,8 @@ constexpr const char* kValidShards =
     "none, optimizer, grad, full; empty = the strategy's level: full for fsdp, none otherwise";
 
 [[noreturn]] void invalid_shard(const std::string& shard) {
-  throw ConfigFieldError("shard",
-                         format("config: shard = '", shard, "' is invalid (valid: ", kValidShards, ")"));
+  throw ConfigFieldError(
+      "shard", format("config: shard = '", shard, "' is invalid (valid: ", kValidShards, ")"));
 }
 
 }  // namespace
@@ -81,8 +81,8 @@ void ParallelSettings::validate() const {
   // another one is a contradiction, not a refinement.
   if (row.implied_shard && level != *row.implied_shard)
     invalid("shard", "'", shard, "' with strategy ", row.name, " is invalid: ", row.name,
-            " means --shard ", shard_level_name(*row.implied_shard), "; use --strategy ddp --shard ",
-            shard);
+            " means --shard ", shard_level_name(*row.implied_shard),
+            "; use --strategy ddp --shard ", shard);
   (void)recompute();  // throws for a malformed activation_checkpointing
 }
 

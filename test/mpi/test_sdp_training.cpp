@@ -201,7 +201,8 @@ TEST_CASE("backward masking yields the full-model gradient on a fixed batch", "[
     CAPTURE(strategy);
     TrainConfig c = job_config(strategy, 0.5);
     const llama::LlamaConfig mc = llama::LlamaConfig::named(c.model);
-    const SubnetLayout L = SubnetLayout::build(c.model, StrategySpec::from_settings(c.parallel, c.model), size(), rank());
+    const SubnetLayout L = SubnetLayout::build(
+        c.model, StrategySpec::from_settings(c.parallel, c.model), size(), rank());
     CpuAllocator a1, a2;
     llama::LlamaModel masked(mc, L.model_layout), full(mc, L.model_layout);
     masked.materialize(a1, DType::f64, L.held_mask(), L.trained_mask());
