@@ -101,11 +101,11 @@ TEST_CASE("config: every count has an upper bound, and products of counts are bo
               "eval_batches = 1048577 is invalid");
   check_bound([](TrainConfig& c) { c.recalibration_images = L::kImages + 1; },
               "recalibration_images", "recalibration_images = 1099511627777 is invalid");
-  check_bound([](TrainConfig& c) { c.ffn_groups = int64_t{1} << 31; }, "ffn_groups",
+  check_bound([](TrainConfig& c) { c.parallel.ffn_groups = int64_t{1} << 31; }, "ffn_groups",
               "ffn_groups = 2147483648 is invalid (valid: [0, 65536])");
-  check_bound([](TrainConfig& c) { c.head_groups = L::kGroups + 1; }, "head_groups",
+  check_bound([](TrainConfig& c) { c.parallel.head_groups = L::kGroups + 1; }, "head_groups",
               "head_groups = 65537 is invalid");
-  check_bound([](TrainConfig& c) { c.channel_groups = L::kGroups + 1; }, "channel_groups",
+  check_bound([](TrainConfig& c) { c.parallel.channel_groups = L::kGroups + 1; }, "channel_groups",
               "channel_groups = 65537 is invalid");
   check_bound([](TrainConfig& c) { c.emulate_world = int64_t{1} << 31; }, "emulate_world",
               "emulate_world = 2147483648 is invalid (valid: [0, 65536]: 0 = off)");
@@ -132,12 +132,13 @@ TEST_CASE("config: every count has an upper bound, and products of counts are bo
 TEST_CASE("strategy: group counts beyond int are refused, not read as automatic", "[config]") {
   TrainConfig c;
   c.model = "tiny";
-  c.strategy = "n-sdp";
-  c.active_fraction = 0.5;
-  c.ffn_groups = int64_t{1} << 31;  // wraps to a negative int
-  REQUIRE_THROWS_WITH(StrategySpec::from_config(c),
+  c.parallel.strategy = "n-sdp";
+  c.parallel.active_fraction = 0.5;
+  c.parallel.ffn_groups = int64_t{1} << 31;  // wraps to a negative int
+  REQUIRE_THROWS_WITH(StrategySpec::from_settings(c.parallel, c.model),
                       Catch::Contains("ffn_groups = 2147483648 is invalid (valid: [0, 65536])"));
-  c.ffn_groups = 0;
-  c.head_groups = -1;
-  REQUIRE_THROWS_WITH(StrategySpec::from_config(c), Catch::Contains("head_groups = -1 is invalid"));
+  c.parallel.ffn_groups = 0;
+  c.parallel.head_groups = -1;
+  REQUIRE_THROWS_WITH(StrategySpec::from_settings(c.parallel, c.model),
+                      Catch::Contains("head_groups = -1 is invalid"));
 }

@@ -61,8 +61,8 @@ TEST_CASE("a training step counts the FLOPs of what the rank computes", "[flops]
 
   // B-SDP, C = 0.5 on 4 ranks: each rank runs 2 of the 4 blocks.
   TrainConfig b = c;
-  b.strategy = "b-sdp";
-  b.active_fraction = 0.5;
+  b.parallel.strategy = "b-sdp";
+  b.parallel.active_fraction = 0.5;
   b.emulate_world = 4;
   Trainer half(b);
   REQUIRE(half.train_step().flops ==
@@ -71,7 +71,7 @@ TEST_CASE("a training step counts the FLOPs of what the rank computes", "[flops]
 
   // Bb-SDP: the whole forward and input gradients, weight gradients of the
   // owned half of the blocks only.
-  b.strategy = "bb-sdp";
+  b.parallel.strategy = "bb-sdp";
   Trainer masked(b);
   REQUIRE(masked.train_step().flops ==
           Approx(full - 2 * N * L / 2 * s.block_matmul).epsilon(1e-12));

@@ -62,8 +62,8 @@ TEST_CASE("bf16 keeps f32 master values, gradients and moments beside bf16 param
 TEST_CASE("backward masking keeps no master copy of the groups a rank does not train",
           "[trainer][mixed]") {
   TrainConfig c = tiny_meta("bf16");
-  c.strategy = "bb-sdp";
-  c.active_fraction = 0.5;
+  c.parallel.strategy = "bb-sdp";
+  c.parallel.active_fraction = 0.5;
   c.emulate_world = 2;
   c.emulate_rank = 1;
   Trainer t(c, std::make_unique<MetaAllocator>(512, Device::cuda));

@@ -41,8 +41,8 @@ TEST_CASE("ResNet meta dry run reports exactly the CPU allocator's bytes", "[tra
     TrainConfig c = tiny_resnet_run();
     c.grad_accum = 2;
     if (std::string(strategy) != "ddp") {
-      c.strategy = strategy;
-      c.active_fraction = 0.5;
+      c.parallel.strategy = strategy;
+      c.parallel.active_fraction = 0.5;
       c.emulate_world = 4;
       c.emulate_rank = 1;
     }
@@ -146,9 +146,9 @@ TEST_CASE("data that does not fit the model is refused with the valid forms",
   l.progress = false;
   REQUIRE_THROWS_WITH(Trainer(l), Catch::Contains("needs tokens"));
   TrainConfig g = tiny_resnet_run();
-  g.strategy = "n-sdp";
-  g.active_fraction = 0.5;
-  g.channel_groups = 3;
+  g.parallel.strategy = "n-sdp";
+  g.parallel.active_fraction = 0.5;
+  g.parallel.channel_groups = 3;
   g.emulate_world = 2;
   REQUIRE_THROWS_WITH(Trainer(g), Catch::Contains("channel_groups = 3 must divide"));
 }

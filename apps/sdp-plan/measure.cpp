@@ -43,7 +43,8 @@ StrategySteps measure_strategy(const PlannerJob& job, const StrategyRequest& req
     const auto start = clock::now();
     // One trainer at a time: each is a whole (meta) model, and ranks share
     // nothing, so holding them all would only cost host memory.
-    Trainer trainer(rank_config(job, request, rank));
+    const TrainConfig config = rank_config(job, request, rank);
+    Trainer trainer(config);
     const StepResult step = trainer.train_step();
     RankStep r;
     r.rank = rank;
@@ -57,9 +58,11 @@ StrategySteps measure_strategy(const PlannerJob& job, const StrategyRequest& req
     // The plan is the same on every rank (the trainer checks its hash).
     const SubnetLayout& L = trainer.layout();
     out.description = L.spec.describe();
-    out.label = out.description.substr(0, out.description.find(" ("));
+    out.label = config.parallel.composition_label();
     out.granularity = granularity_name(L.spec.granularity);
-    out.masking = L.spec.masking == Masking::forward ? "forward" : "backward";
+    out.masking = masking_name(L.spec.masking);
+    out.shard = shard_level_name(config.parallel.shard_level());
+    out.activation_checkpointing = config.parallel.recompute().name();
     out.components = L.plan.components();
     out.owners = L.plan.components() > 0 ? static_cast<int>(L.plan.owners(0).size()) : job.world;
     out.spectral_gap = L.plan.spectral_gap();

@@ -29,10 +29,12 @@ Summary summarize(const std::vector<double>& values);
 
 struct StrategySteps {
   StrategyRequest request;
-  std::string label;        // "B-SDP"
+  std::string label;        // the composition: "B-SDP", "FSDP+AC", "N-SDP+ZeRO-2"
   std::string description;  // "B-SDP (C = 0.5, cyclic)"
   std::string granularity;  // block | neuron
   std::string masking;      // forward | backward
+  std::string shard;        // none | optimizer | grad | full (the effective level)
+  std::string activation_checkpointing;  // none | block | every:K
   int components = 0;       // maskable components in the plan
   int owners = 0;           // owners per component r (every component has r)
   double spectral_gap = 1;

@@ -1,12 +1,13 @@
 #include "apps/sdp-plan/plan_options.h"
 
-#include <charconv>
 #include <limits>
 
 #include "apps/integer_option.h"
 
 #include "engine/core/error.h"
+#include "engine/parallel/composition.h"
 #include "engine/parallel/strategy.h"
+#include "engine/parallel/strategy_table.h"
 #include "models/llama/llama_config.h"
 #include "models/registry.h"
 
@@ -25,24 +26,6 @@ std::string trim(const std::string& s) {
   return s.substr(first, last - first + 1);
 }
 
-StrategyRequest parse_item(const std::string& item) {
-  StrategyRequest s;
-  s.text = item;
-  const auto colon = item.find(':');
-  s.strategy = item.substr(0, colon);
-  if (colon == std::string::npos) {
-    s.active_fraction = s.strategy == "ddp" ? 1.0 : kDefaultActiveFraction;
-    return s;
-  }
-  const std::string c = item.substr(colon + 1);
-  const char* end = c.data() + c.size();
-  const auto [ptr, ec] = std::from_chars(c.data(), end, s.active_fraction);
-  if (c.empty() || ec != std::errc() || ptr != end)
-    fail("--strategies item '", item, "': C = '", c,
-         "' is not a number (expected name[:C] with C in (0, 1], e.g. b-sdp:0.5)");
-  return s;
-}
-
 std::vector<StrategyRequest> parse_strategies(const std::string& list) {
   std::vector<StrategyRequest> out;
   size_t start = 0;
@@ -51,9 +34,9 @@ std::vector<StrategyRequest> parse_strategies(const std::string& list) {
     const std::string item =
         trim(list.substr(start, comma == std::string::npos ? std::string::npos : comma - start));
     if (item.empty())
-      fail("--strategies '", list, "' has an empty item (expected a comma list of name[:C], e.g. ",
-           kDefaultStrategies, ")");
-    out.push_back(parse_item(item));
+      fail("--strategies '", list, "' has an empty item (expected a comma list of ",
+           kCompositionForms, ", e.g. ", kDefaultStrategies, ")");
+    out.push_back(parse_strategy_item(item));
     if (comma == std::string::npos) break;
     start = comma + 1;
   }
@@ -69,8 +52,26 @@ OutputFormat parse_format(const std::string& f) {
 
 }  // namespace
 
+StrategyRequest parse_strategy_item(const std::string& item) {
+  Composition c;
+  try {
+    c = parse_composition(item);
+  } catch (const Error& e) {
+    fail("--strategies item '", item, "': ", e.what());
+  }
+  StrategyRequest s;
+  s.text = item;
+  s.strategy = c.strategy;
+  const bool subnetworks = find_strategy(c.strategy)->takes_fraction;
+  s.active_fraction = c.active_fraction.value_or(subnetworks ? kDefaultActiveFraction : 1.0);
+  s.shard = c.shard;
+  s.recompute = c.recompute;
+  return s;
+}
+
 void add_options(CLI::App& app, PlanOptions& o) {
   TrainConfig& c = o.base;
+  ParallelSettings& p = c.parallel;
   namespace L = config_limits;
   app.add_option("--model", c.model,
                  "Named LLaMA config: tiny, mini, small, small-32k, llama-134m, llama-500m, "
@@ -80,8 +81,12 @@ void add_options(CLI::App& app, PlanOptions& o) {
       ->check(app::integer_in(int64_t{1}, kMaxWorld))
       ->required();
   app.add_option("--strategies", o.strategies,
-                 "Comma list of name[:C], name in ddp, b-sdp, n-sdp, bb-sdp, nb-sdp and C in "
-                 "(0, 1] (SDP without C: 0.5; ddp: 1). DDP is added as the baseline when absent")
+                 format("Comma list of compositions ", kCompositionForms, ": name in ",
+                        strategy_names(), ", C in (0, 1] (SDP without C: 0.5; ddp, fsdp: 1); "
+                        "+fsdp or +zero3 = full sharding, +zero2 = gradients, +zero1 = optimizer "
+                        "state; +ac = every block checkpointed, +ac:K = every K-th. E.g. fsdp+ac, "
+                        "b-sdp:0.6875+fsdp+ac, n-sdp:0.5+zero2, ddp+zero1. Plain DDP is added as "
+                        "the baseline when absent"))
       ->capture_default_str();
   app.add_option("--batch", c.batch, "Sequences per micro-batch per rank")
       ->check(app::integer_in(int64_t{1}, L::kBatch))
@@ -93,21 +98,21 @@ void add_options(CLI::App& app, PlanOptions& o) {
       ->check(app::integer_in(int64_t{1}, L::kGradAccum))
       ->capture_default_str();
   app.add_option("--dtype", c.dtype, "f32 or f64")->capture_default_str();
-  app.add_option("--plan", c.plan, "Subnet plan construction: cyclic or random")
+  app.add_option("--plan", p.plan, "Subnet plan construction: cyclic or random")
       ->capture_default_str();
-  app.add_option("--plan-seed", c.plan_seed, "Seed of random plans")
+  app.add_option("--plan-seed", p.plan_seed, "Seed of random plans")
       ->check(app::integer_in(uint64_t{0}, std::numeric_limits<uint64_t>::max()))
       ->capture_default_str();
-  app.add_option("--ffn-groups", c.ffn_groups,
+  app.add_option("--ffn-groups", p.ffn_groups,
                  "Neuron strategies: FFN unit groups per block (0 = largest <= 4 dividing F)")
       ->check(app::integer_in(int64_t{0}, L::kGroups))
       ->capture_default_str();
-  app.add_option("--head-groups", c.head_groups,
+  app.add_option("--head-groups", p.head_groups,
                  "Neuron strategies: head groups per block (0 = largest <= 4 dividing the KV "
                  "heads)")
       ->check(app::integer_in(int64_t{0}, L::kGroups))
       ->capture_default_str();
-  app.add_option("--channel-groups", c.channel_groups,
+  app.add_option("--channel-groups", p.channel_groups,
                  "Neuron strategies on a ResNet: inner-channel groups per basic block (0 = "
                  "largest <= 8 dividing every width)")
       ->check(app::integer_in(int64_t{0}, L::kGroups))
@@ -125,8 +130,11 @@ void add_options(CLI::App& app, PlanOptions& o) {
 
 TrainConfig rank_config(const PlannerJob& job, const StrategyRequest& s, int rank) {
   TrainConfig c = job.base;
-  c.strategy = s.strategy;
-  c.active_fraction = s.active_fraction;
+  ParallelSettings& p = c.parallel;
+  p.strategy = s.strategy;
+  p.active_fraction = s.active_fraction;
+  p.shard = s.shard ? std::string(shard_level_name(*s.shard)) : std::string();
+  p.activation_checkpointing = s.recompute.name();
   c.emulate_world = job.world;
   c.emulate_rank = rank;
   return c;
@@ -154,8 +162,10 @@ PlannerJob resolve_job(const PlanOptions& o) {
   b.save_dir.clear();
   b.save_every = 0;
   b.resume.clear();
-  b.strategy = "ddp";
-  b.active_fraction = 1.0;
+  b.parallel.strategy = "ddp";
+  b.parallel.active_fraction = 1.0;
+  b.parallel.shard.clear();
+  b.parallel.activation_checkpointing = "none";
   b.emulate_world = job.world;
   b.emulate_rank = 0;
   b.validate();  // the shared fields, with their own names
@@ -168,7 +178,7 @@ PlannerJob resolve_job(const PlanOptions& o) {
   std::vector<StrategyRequest> requested = parse_strategies(o.strategies);
   job.baseline = -1;
   for (size_t i = 0; i < requested.size(); ++i)
-    if (requested[i].strategy == "ddp") {
+    if (requested[i].plain_ddp()) {
       job.baseline = 0;
       // Listed first, so that the baseline heads every table.
       job.strategies.push_back(requested[i]);
@@ -177,7 +187,10 @@ PlannerJob resolve_job(const PlanOptions& o) {
     }
   if (job.baseline < 0) {
     job.baseline = 0;
-    job.strategies.push_back({"ddp", "ddp", 1.0, false});
+    StrategyRequest ddp;
+    ddp.text = ddp.strategy = "ddp";
+    ddp.requested = false;
+    job.strategies.push_back(ddp);
   }
   job.strategies.insert(job.strategies.end(), requested.begin(), requested.end());
 
@@ -186,7 +199,8 @@ PlannerJob resolve_job(const PlanOptions& o) {
       const TrainConfig c = rank_config(job, s, 0);
       c.validate();
       // The plan and the storage groups (what the first trainer would refuse).
-      SubnetLayout::build(o.base.model, StrategySpec::from_config(c), job.world, 0);
+      SubnetLayout::build(o.base.model, StrategySpec::from_settings(c.parallel, o.base.model),
+                          job.world, 0);
     } catch (const Error& e) {
       fail("--strategies item '", s.text, "': ", e.what());
     }

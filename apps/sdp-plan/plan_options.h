@@ -2,12 +2,15 @@
 // Command-line options of sdp-plan and the job they describe: one model, a
 // world of N ranks and the strategies to compare. Every check runs before the
 // first meta step, so a bad item late in --strategies fails at once.
+#include <optional>
 #include <string>
 #include <vector>
 
 #include <CLI/CLI.hpp>
 
 #include "engine/train/train_config.h"
+#include "models/common/recompute_policy.h"
+#include "models/common/shard_level.h"
 
 namespace sdp::planner {
 
@@ -17,19 +20,29 @@ inline constexpr double kDefaultActiveFraction = 0.5;
 
 enum class OutputFormat { markdown, csv, json };
 
-// One item of --strategies, "name[:C]".
+// One item of --strategies, a composition "name[:C][+shard][+ac]"
+// (engine/parallel/composition.h).
 struct StrategyRequest {
   std::string text;              // as written, for messages
-  std::string strategy;          // ddp | b-sdp | n-sdp | bb-sdp | nb-sdp
+  std::string strategy;          // a name of strategy_table(): ddp | fsdp | b-sdp | ...
   double active_fraction = 1.0;  // C
+  std::optional<ShardLevel> shard;  // nullopt: the strategy's own level
+  RecomputePolicy recompute;        // activation checkpointing; none unless +ac
   // False for the DDP baseline that the planner adds when --strategies has
   // none: every saving and ratio is against DDP.
   bool requested = true;
+
+  // DDP with nothing sharded or recomputed: what the baseline must be.
+  bool plain_ddp() const { return strategy == "ddp" && !shard && !recompute.enabled(); }
 };
+
+// The request of one --strategies item; throws sdp::Error naming the item
+// and the valid forms.
+StrategyRequest parse_strategy_item(const std::string& item);
 
 // Values as given on the command line.
 struct PlanOptions {
-  TrainConfig base;  // model, batch, seq, grad_accum, dtype, plan, plan_seed, ffn/head groups
+  TrainConfig base;  // model, batch, seq, grad_accum, dtype; parallel: plan, plan_seed, groups
   int64_t world = 0;
   std::string strategies = kDefaultStrategies;
   std::string format = "markdown";

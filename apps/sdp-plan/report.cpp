@@ -91,9 +91,9 @@ std::vector<Row> rows(const PlanReport& rep) {
 
 std::string setup_text(const PlanReport& rep) {
   const TrainConfig& b = rep.job.base;
-  const StrategySpec spec = StrategySpec::from_config(b);
-  std::string plan = b.plan + " plans";
-  if (b.plan == "random") plan += " (seed " + std::to_string(b.plan_seed) + ")";
+  const StrategySpec spec = StrategySpec::from_settings(b.parallel, b.model);
+  std::string plan = b.parallel.plan + " plans";
+  if (b.parallel.plan == "random") plan += " (seed " + std::to_string(b.parallel.plan_seed) + ")";
   if (model_family(b.model) == ModelFamily::resnet)
     return format("Per rank: batch ", b.batch, " images (", resolved_data_spec(b),
                   "), grad_accum ", b.grad_accum, ", ", b.dtype, "; ", plan,
@@ -188,7 +188,7 @@ std::string csv(const PlanReport& rep) {
       "strategy,active_fraction,owners,world,components,spectral_gap,requested,rank,"
       "peak_max_bytes,peak_mean_bytes,peak_min_bytes,peak_rank";
   for (const std::string& c : cats) out += "," + c + "_bytes";
-  out += ",saving_vs_ddp,sent_mean_bytes,sent_max_bytes,sent_min_bytes,comm_ratio_vs_ddp\n";
+  out += ",saving_vs_ddp,sent_mean_bytes,sent_max_bytes,sent_min_bytes,comm_ratio_vs_ddp,label\n";
   const StrategySteps& ddp = rep.strategies[static_cast<size_t>(rep.job.baseline)];
   const Summary ddp_peak = ddp.peak(), ddp_sent = ddp.sent();
   // A rank row is the summary of that one rank, against the same baseline.
@@ -202,7 +202,7 @@ std::string csv(const PlanReport& rep) {
       out += "," + csv_number(top.memory["peak"]["at_peak"][c].get<double>());
     out += format(",", csv_number(1 - ratio(peak.max, ddp_peak.max)), ",", csv_number(sent.mean),
                   ",", csv_number(sent.max), ",", csv_number(sent.min), ",",
-                  csv_number(ratio(sent.mean, ddp_sent.mean)), "\n");
+                  csv_number(ratio(sent.mean, ddp_sent.mean)), ",", r.s.label, "\n");
   };
   for (const Row& r : rows(rep)) {
     line(r, "all", r.peak, r.sent, r.s.ranks[static_cast<size_t>(r.peak.argmax)]);
@@ -223,7 +223,7 @@ nlohmann::json summary_json(const Summary& s, const std::vector<double>& by_rank
 
 std::string json(const PlanReport& rep) {
   const TrainConfig& b = rep.job.base;
-  const StrategySpec spec = StrategySpec::from_config(b);
+  const StrategySpec spec = StrategySpec::from_settings(b.parallel, b.model);
   const auto model = make_model(b.model);
   nlohmann::json strategies = nlohmann::json::array();
   for (const Row& r : rows(rep)) {
@@ -239,6 +239,8 @@ std::string json(const PlanReport& rep) {
     strategies.push_back(
         {{"strategy", r.s.request.strategy},
          {"label", r.s.label},
+         {"shard", r.s.shard},
+         {"activation_checkpointing", r.s.activation_checkpointing},
          {"description", r.s.description},
          {"requested", r.s.request.requested},
          {"active_fraction", r.s.request.active_fraction},
@@ -266,8 +268,8 @@ std::string json(const PlanReport& rep) {
                               {"seq", b.seq},
                               {"grad_accum", b.grad_accum},
                               {"dtype", b.dtype},
-                              {"plan", b.plan},
-                              {"plan_seed", b.plan_seed},
+                              {"plan", b.parallel.plan},
+                              {"plan_seed", b.parallel.plan_seed},
                               {"ffn_groups", spec.ffn_groups},
                               {"head_groups", spec.head_groups},
                               {"channel_groups", spec.channel_groups},

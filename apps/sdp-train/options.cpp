@@ -7,6 +7,7 @@
 
 #include "apps/integer_option.h"
 #include "engine/core/error.h"
+#include "engine/parallel/strategy_table.h"
 
 namespace sdp::app {
 
@@ -84,25 +85,35 @@ void add_options(CLI::App& app, CliOptions& o) {
                   "this process may use)")
       ->check(integer_in(0, max_threads()));
   auto* par = app.add_option_group("Parallelism (launch with mpirun -np N)");
-  par->add_option("--strategy", c.strategy,
-                  "ddp, b-sdp (blocks), n-sdp (FFN units + heads), bb-sdp / nb-sdp (backward "
-                  "masking)");
-  par->add_option("--active-fraction", c.active_fraction,
-                  "C in (0, 1]: share of components each rank owns (ddp: 1)");
-  par->add_option("--plan", c.plan, "Subnet plan construction: cyclic or random");
-  par->add_option("--plan-seed", c.plan_seed, "Seed of random plans")
+  ParallelSettings& p = c.parallel;
+  par->add_option("--strategy", p.strategy, strategy_help());
+  par->add_option("--active-fraction", p.active_fraction,
+                  "C in (0, 1]: share of components each rank owns (ddp, fsdp: 1)");
+  par->add_option("--plan", p.plan, "Subnet plan construction: cyclic or random");
+  par->add_option("--plan-seed", p.plan_seed, "Seed of random plans")
       ->check(integer_in(uint64_t{0}, std::numeric_limits<uint64_t>::max()));
-  par->add_option("--ffn-groups", c.ffn_groups,
+  par->add_option("--ffn-groups", p.ffn_groups,
                   "Neuron strategies: FFN unit groups per block (0 = largest <= 4 dividing F)")
       ->check(integer_in(int64_t{0}, L::kGroups));
-  par->add_option("--head-groups", c.head_groups,
+  par->add_option("--head-groups", p.head_groups,
                   "Neuron strategies: head groups per block (0 = largest <= 4 dividing the KV "
                   "heads)")
       ->check(integer_in(int64_t{0}, L::kGroups));
-  par->add_option("--channel-groups", c.channel_groups,
+  par->add_option("--channel-groups", p.channel_groups,
                   "Neuron strategies on a ResNet: inner-channel groups per basic block (0 = "
                   "largest <= 8 dividing every width)")
       ->check(integer_in(int64_t{0}, L::kGroups));
+  par->add_option("--shard", p.shard,
+                  "Training state partitioned over the ranks sharing each storage group: none, "
+                  "optimizer (ZeRO-1: AdamW state), grad (ZeRO-2: + gradients), full (ZeRO-3 / "
+                  "FSDP: + parameters); default: the strategy's (full for fsdp, none otherwise). "
+                  "fsdp admits only full (use --strategy ddp --shard LEVEL for another)");
+  par->add_option("--reshard-after-forward", p.reshard_after_forward,
+                  "--shard full: free gathered parameters after their forward and gather them "
+                  "again for backward (true/false; default true); ignored at other levels");
+  par->add_option("--activation-checkpointing", p.activation_checkpointing,
+                  "Blocks that keep only their input and recompute their forward before "
+                  "backward: none, block (every block), every:K (every K-th block)");
   par->add_option("--bucket-mb", c.bucket_mb,
                   "Gradient buckets (MiB) reduced during backward; 0 = after backward; "
                   "-1 = auto (25 on cuda, 0 elsewhere); at most 1048576");

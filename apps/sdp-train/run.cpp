@@ -148,7 +148,7 @@ int run_training(const TrainConfig& config, bool dry, bool use_mpi) {
       trainer.layout().spec.describe().c_str(), world, world == 1 ? "" : "s",
       std::string(trainer.world().backend()).c_str(), static_cast<long long>(config.grad_accum),
       batch_text(config, trainer.train_data()).c_str(), static_cast<long long>(config.steps));
-  if (world > 1 && config.strategy != "ddp") say("%s", plan_text(trainer).c_str());
+  if (world > 1 && config.parallel.subnetworks()) say("%s", plan_text(trainer).c_str());
   if (best) say("best achievable loss on this data: %.4f nats/token\n", *best);
   const std::string per_s = unit + "_per_s";
 
@@ -174,7 +174,7 @@ int run_training(const TrainConfig& config, bool dry, bool use_mpi) {
   nlohmann::json last_memory;
   // Under forward masking each rank's own subnetwork is a model of its own.
   const bool forward_masked = world > 1 && trainer.layout().spec.masking == Masking::forward &&
-                              config.strategy != "ddp";
+                              config.parallel.subnetworks();
   RankFigures last_figures;
   EvalResult last_eval_all;
   while (trainer.step() < config.steps) {

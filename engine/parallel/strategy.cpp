@@ -3,20 +3,20 @@
 #include <algorithm>
 #include <map>
 
+#include "engine/core/config_limits.h"
 #include "engine/core/error.h"
 
 namespace sdp {
 
-StrategySpec StrategySpec::from_config(const TrainConfig& c) {
+StrategySpec StrategySpec::from_settings(const ParallelSettings& p, const std::string& model) {
+  const StrategyRow& row = p.strategy_row();
   StrategySpec s;
-  s.name = c.strategy;
-  s.granularity = (c.strategy == "n-sdp" || c.strategy == "nb-sdp") ? Granularity::neuron
-                                                                     : Granularity::block;
-  s.masking = (c.strategy == "bb-sdp" || c.strategy == "nb-sdp") ? Masking::backward
-                                                                  : Masking::forward;
-  s.active_fraction = c.active_fraction;
-  s.construction = parse_plan_construction(c.plan);
-  s.plan_seed = c.plan_seed;
+  s.name = std::string(row.name);
+  s.granularity = row.granularity;
+  s.masking = row.masking;
+  s.active_fraction = p.active_fraction;
+  s.construction = parse_plan_construction(p.plan);
+  s.plan_seed = p.plan_seed;
   // 0 = automatic (models/registry.h), so that every model has a valid default.
   // Narrowed to int only within the config's bound: a wrapped count would
   // silently read as "automatic".
@@ -26,10 +26,10 @@ StrategySpec StrategySpec::from_config(const TrainConfig& c) {
     return static_cast<int>(v);
   };
   ModelLayout requested;
-  requested.ffn_groups = group_count("ffn_groups", c.ffn_groups);
-  requested.head_groups = group_count("head_groups", c.head_groups);
-  requested.channel_groups = group_count("channel_groups", c.channel_groups);
-  const ModelLayout groups = with_default_groups(c.model, requested);
+  requested.ffn_groups = group_count("ffn_groups", p.ffn_groups);
+  requested.head_groups = group_count("head_groups", p.head_groups);
+  requested.channel_groups = group_count("channel_groups", p.channel_groups);
+  const ModelLayout groups = with_default_groups(model, requested);
   s.ffn_groups = groups.ffn_groups;
   s.head_groups = groups.head_groups;
   s.channel_groups = groups.channel_groups;
@@ -37,13 +37,11 @@ StrategySpec StrategySpec::from_config(const TrainConfig& c) {
 }
 
 std::string StrategySpec::describe() const {
-  if (name == "ddp") return "DDP";
-  const std::string pretty = name == "b-sdp"    ? "B-SDP"
-                             : name == "n-sdp"  ? "N-SDP"
-                             : name == "bb-sdp" ? "Bb-SDP"
-                             : name == "nb-sdp" ? "Nb-SDP"
-                                                : name;
-  return format(pretty, " (C = ", active_fraction, ", ", plan_construction_name(construction), ")");
+  const StrategyRow* row = find_strategy(name);
+  SDP_CHECK(row, "strategy '", name, "' is not in the strategy table");
+  if (!row->takes_fraction) return std::string(row->display);
+  return format(row->display, " (C = ", active_fraction, ", ", plan_construction_name(construction),
+                ")");
 }
 
 namespace {
@@ -182,7 +180,7 @@ nlohmann::json SubnetLayout::to_json() const {
   return {{"strategy", spec.name},
           {"description", spec.describe()},
           {"granularity", granularity_name(spec.granularity)},
-          {"masking", spec.masking == Masking::forward ? "forward" : "backward"},
+          {"masking", masking_name(spec.masking)},
           {"world", world},
           {"shard", shard_level_name(spec.shard)},
           {"plan", plan.to_json()},

@@ -1,11 +1,7 @@
 #pragma once
 // Parallel strategies as data: what each rank holds, trains and exchanges.
-//   ddp     the plan with C = 1 (no separate code path)
-//   b-sdp   blocks, forward masking: a rank builds only its blocks
-//   n-sdp   FFN unit groups and head groups (LLaMA) or inner-channel groups
-//           of basic blocks (ResNet), forward masking: narrower matrices
-//   bb-sdp  blocks, backward masking: full model, weight gradients only for owned
-//   nb-sdp  neuron groups, backward masking
+// The strategies themselves are the rows of strategy_table.h; ddp (and fsdp,
+// which is ddp with sharding) is the plan with C = 1, no separate code path.
 // A SubnetLayout turns a strategy, a model and a world into the plan over
 // the model's maskable components and the storage groups of one rank: every
 // component with the same owner set shares one group (one bucket, one
@@ -17,14 +13,13 @@
 #include <nlohmann/json.hpp>
 
 #include "engine/plan/subnet_plan.h"
-#include "engine/train/train_config.h"
+#include "engine/parallel/parallel_settings.h"
+#include "engine/parallel/strategy_table.h"
 #include "models/common/component.h"
 #include "models/common/shard_level.h"
 #include "models/registry.h"
 
 namespace sdp {
-
-enum class Masking : uint8_t { forward, backward };
 
 struct StrategySpec {
   std::string name = "ddp";
@@ -40,8 +35,11 @@ struct StrategySpec {
   // group of their own (the unit gathered before that block runs).
   ShardLevel shard = ShardLevel::none;
 
-  static StrategySpec from_config(const TrainConfig& config);
-  // "B-SDP (C = 0.5, cyclic)" / "DDP"
+  // The ownership plan of `settings` for `model` (a registry name, which
+  // resolves group counts of 0 to the model's defaults).
+  static StrategySpec from_settings(const ParallelSettings& settings, const std::string& model);
+  // "B-SDP (C = 0.5, cyclic)" / "DDP" / "FSDP": the ownership plan only
+  // (ParallelSettings::composition_label adds sharding and recomputation).
   std::string describe() const;
 };
 

@@ -13,14 +13,14 @@
 
 namespace sdp {
 
-// One table of fields serves to_json, from_json and the unknown-key check.
+// One table of fields serves to_json, from_json and the unknown-key check:
+// the run's own fields, then the parallel settings' (flat keys as well).
 #define SDP_TRAIN_CONFIG_FIELDS(X)                                                      \
   X(model) X(data) X(batch) X(seq) X(grad_accum) X(steps) X(lr) X(min_lr) X(warmup)      \
-  X(weight_decay) X(beta1) X(beta2) X(eps) X(grad_clip) X(eval_every) X(eval_batches) X(recalibration_images)     \
-  X(seed) X(device) X(dtype) X(threads) X(strategy) X(active_fraction) X(plan)            \
-  X(plan_seed) X(ffn_groups) X(head_groups) X(channel_groups) X(comm_timeout) X(bucket_mb) X(grad_reduce_dtype) X(emulate_world)              \
-  X(emulate_rank) X(save_dir) X(save_every) X(resume) X(max_shard_size) X(metrics) X(progress)               \
-  X(skip_nonfinite)
+  X(weight_decay) X(beta1) X(beta2) X(eps) X(grad_clip) X(eval_every) X(eval_batches)    \
+  X(recalibration_images) X(seed) X(device) X(dtype) X(threads) X(comm_timeout)          \
+  X(bucket_mb) X(grad_reduce_dtype) X(emulate_world) X(emulate_rank) X(save_dir)         \
+  X(save_every) X(resume) X(max_shard_size) X(metrics) X(progress) X(skip_nonfinite)
 
 // The CPUs of this process's affinity mask (what OpenMP's
 // omp_get_num_procs() counts), read without OpenMP so that the config layer
@@ -34,7 +34,10 @@ int max_threads() {
 nlohmann::json TrainConfig::to_json() const {
   nlohmann::json j;
 #define SDP_TO_JSON(f) j[#f] = f;
+#define SDP_TO_JSON_PARALLEL(f) j[#f] = parallel.f;
   SDP_TRAIN_CONFIG_FIELDS(SDP_TO_JSON)
+  SDP_PARALLEL_SETTINGS_FIELDS(SDP_TO_JSON_PARALLEL)
+#undef SDP_TO_JSON_PARALLEL
 #undef SDP_TO_JSON
   return j;
 }
@@ -94,12 +97,20 @@ TrainConfig TrainConfig::from_json(const nlohmann::json& j) {
     known = true;                     \
     read_field(key, it.value(), c.f); \
   }
+#define SDP_FROM_JSON_PARALLEL(f)              \
+  if (key == #f) {                             \
+    known = true;                              \
+    read_field(key, it.value(), c.parallel.f); \
+  }
     SDP_TRAIN_CONFIG_FIELDS(SDP_FROM_JSON)
+    SDP_PARALLEL_SETTINGS_FIELDS(SDP_FROM_JSON_PARALLEL)
+#undef SDP_FROM_JSON_PARALLEL
 #undef SDP_FROM_JSON
     if (!known) {
       std::string valid;
 #define SDP_NAME(f) valid += std::string(valid.empty() ? "" : ", ") + #f;
       SDP_TRAIN_CONFIG_FIELDS(SDP_NAME)
+      SDP_PARALLEL_SETTINGS_FIELDS(SDP_NAME)
 #undef SDP_NAME
       throw ConfigFieldError(
           key, format("config: unknown field '", key, "' (valid fields: ", valid, ")"));
@@ -166,12 +177,7 @@ void TrainConfig::validate() const {
             "compute in f32 or f64");
   if (dtype == "f64" && device == "cuda")
     invalid("dtype", "'f64' is CPU-only (valid on cuda: f32, bf16)");
-  const bool known_strategy = strategy == "ddp" || strategy == "b-sdp" || strategy == "n-sdp" ||
-                              strategy == "bb-sdp" || strategy == "nb-sdp";
-  if (!known_strategy)
-    invalid("strategy", "'", strategy,
-            "' is invalid (valid: ddp, b-sdp, n-sdp, bb-sdp, nb-sdp)");
-  in_range("active_fraction", active_fraction, 0, 1, true);
+  parallel.validate();
   if (grad_reduce_dtype != "f32" && grad_reduce_dtype != "bf16")
     invalid("grad_reduce_dtype", "'", grad_reduce_dtype, "' is invalid (valid: f32, bf16)");
   if (grad_reduce_dtype == "bf16" && device == "cpu")
@@ -180,14 +186,6 @@ void TrainConfig::validate() const {
   if (!(bucket_mb == -1 || (bucket_mb >= 0 && bucket_mb <= L::kBucketMb)))
     invalid("bucket_mb", bucket_mb, " is invalid (valid: -1 = auto, 0 = no buckets, or (0, ",
             static_cast<int64_t>(L::kBucketMb), "] MiB)");
-  if (strategy == "ddp" && active_fraction != 1.0)
-    invalid("active_fraction", active_fraction,
-            " needs an SDP strategy (ddp trains the whole model on every rank: C = 1)");
-  if (plan != "cyclic" && plan != "random")
-    invalid("plan", "'", plan, "' is invalid (valid: cyclic, random)");
-  count("ffn_groups", ffn_groups, 0, L::kGroups);
-  count("head_groups", head_groups, 0, L::kGroups);
-  count("channel_groups", channel_groups, 0, L::kGroups);
   if (!(comm_timeout >= 0 && comm_timeout <= L::kCommTimeout))
     invalid("comm_timeout", comm_timeout, " is invalid (valid: [0, ",
             static_cast<int64_t>(L::kCommTimeout), "] seconds: 0 = wait forever, at most a year)");

@@ -7,44 +7,16 @@
 
 #include <nlohmann/json.hpp>
 
+#include "engine/core/config_field_error.h"
+#include "engine/core/config_limits.h"
 #include "engine/core/error.h"
+#include "engine/parallel/parallel_settings.h"
 
 namespace sdp {
-
-// Upper bounds of the count fields. Far above any real run, so that a typo
-// fails at once, and small enough that every product the engine forms from
-// them (tokens of a micro-batch times the model width, examples of a step
-// over the whole world, byte counts) fits in int64 with room to spare.
-namespace config_limits {
-inline constexpr int64_t kBatch = int64_t{1} << 24;             // examples per micro-batch
-inline constexpr int64_t kSeq = int64_t{1} << 24;               // tokens per sequence
-inline constexpr int64_t kMicroBatchTokens = int64_t{1} << 31;  // batch * seq
-inline constexpr int64_t kGradAccum = int64_t{1} << 20;
-inline constexpr int64_t kRankStepTokens = int64_t{1} << 40;    // batch * seq * grad_accum
-inline constexpr int64_t kSteps = int64_t{1} << 40;  // steps and every count of steps
-inline constexpr int64_t kEvalBatches = int64_t{1} << 20;
-inline constexpr int64_t kImages = int64_t{1} << 40;            // recalibration_images
-inline constexpr int64_t kGroups = int64_t{1} << 16;            // ffn/head/channel groups
-inline constexpr int64_t kWorld = 65536;                        // emulate_world
-inline constexpr double kBucketMb = 1 << 20;                    // 1 TiB
-inline constexpr double kCommTimeout = 365.0 * 24 * 3600;       // a year, in seconds
-}  // namespace config_limits
 
 // The most OpenMP threads a run may ask for (config field threads): the
 // logical CPUs this process may use.
 int max_threads();
-
-// An invalid value of one config field; field() names it, so that a front
-// end can say where the value came from (a flag, a config file).
-class ConfigFieldError : public Error {
- public:
-  ConfigFieldError(std::string field, const std::string& message)
-      : Error(message), field_(std::move(field)) {}
-  const std::string& field() const { return field_; }
-
- private:
-  std::string field_;
-};
 
 struct TrainConfig {
   // model and data
@@ -82,17 +54,12 @@ struct TrainConfig {
   std::string device = "cpu";           // cpu | meta | cuda
   std::string dtype = "f32";            // f32 | f64
   int threads = 0;                      // OpenMP threads, 0 = runtime default
-  // parallelism (engine/parallel/strategy.h): every rank trains its subnet
-  // of the plan; gradients are averaged among each component's owners
-  std::string strategy = "ddp";         // ddp | b-sdp | n-sdp | bb-sdp | nb-sdp
-  double active_fraction = 1.0;         // C: share of components each rank owns (ddp: 1)
-  std::string plan = "cyclic";          // cyclic | random
-  uint64_t plan_seed = 0;               // random plans
-  int64_t ffn_groups = 0;               // neuron strategies: FFN unit groups per block
-  int64_t head_groups = 0;              //   and attention head groups per block
-                                        //   (0 = the largest count <= 4 that divides)
-  int64_t channel_groups = 0;           // ResNet: inner-channel groups per basic block
-                                        //   (0 = the largest count <= 8 dividing every width)
+  // How the job is parallelized (engine/parallel/parallel_settings.h):
+  // ownership plan, sharding, recomputation. Its fields are flat keys of
+  // the JSON form (strategy, active_fraction, ..., shard,
+  // reshard_after_forward, activation_checkpointing), as they have always
+  // been, so that older config files and checkpoints load unchanged.
+  ParallelSettings parallel;
   double comm_timeout = 600;            // seconds a collective may take before the job ends
   // Gradient buckets (MiB) reduced during backward (overlap); 0 = one
   // reduction per storage group after backward; -1 = auto: 25 on cuda, 0
@@ -125,7 +92,8 @@ struct TrainConfig {
   // integers outside their field's type (a negative seed) are errors naming
   // the key (ConfigFieldError).
   static TrainConfig from_json(const nlohmann::json& j);
-  // Throws ConfigFieldError naming the first invalid field and its valid range.
+  // Throws ConfigFieldError naming the first invalid field and its valid
+  // range (ParallelSettings::validate for the parallel fields).
   void validate() const;
 };
 

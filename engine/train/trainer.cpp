@@ -77,6 +77,14 @@ Trainer::Trainer(const TrainConfig& config, std::unique_ptr<comm::Communicator> 
                  comm::Communicator* world, std::unique_ptr<Allocator> allocator)
     : config_(config), own_world_(std::move(own_world)) {
   config_.validate();
+  // The config already names sharding and activation checkpointing; the
+  // step does not implement them yet, so they are refused, not ignored.
+  if (config_.parallel.shard_level() != ShardLevel::none || config_.parallel.recompute().enabled())
+    fail("config: ", config_.parallel.composition_label(), " (shard = ",
+         shard_level_name(config_.parallel.shard_level()), ", activation_checkpointing = ",
+         config_.parallel.activation_checkpointing,
+         ") is not implemented in this build yet (valid: shard none, activation_checkpointing "
+         "none)");
   world_ = own_world_ ? own_world_.get() : world;
   if (!own_world_ && config_.emulate_world > 0)
     fail("config: emulate_world is for single-process runs; this process is already rank ",
@@ -106,8 +114,9 @@ Trainer::Trainer(const TrainConfig& config, std::unique_ptr<comm::Communicator> 
   train_data_ = make_batch_loader(config_, data::Split::train,
                                   data::StreamPart{w.rank(), w.size()}, *alloc_, dtype);
   facts_ = train_data_->facts();
-  layout_ = SubnetLayout::build(config_.model, StrategySpec::from_config(config_), w.size(),
-                                w.rank(), facts_);
+  layout_ = SubnetLayout::build(config_.model,
+                                StrategySpec::from_settings(config_.parallel, config_.model),
+                                w.size(), w.rank(), facts_);
   comm::require_same_on_all_ranks(w, "the subnet plan", std::to_string(layout_.plan.hash()));
 
   model_ = make_model(config_.model, layout_.model_layout, facts_);

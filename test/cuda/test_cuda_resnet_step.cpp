@@ -41,8 +41,8 @@ TEST_CASE("a tiny ResNet step in f32 on CUDA matches the CPU", "[step][resnet]")
     auto config = [&](const std::string& device) {
       TrainConfig c = resnet_run(device, "f32");
       if (std::string(strategy) != "ddp") {
-        c.strategy = strategy;
-        c.active_fraction = 0.5;
+        c.parallel.strategy = strategy;
+        c.parallel.active_fraction = 0.5;
         c.emulate_world = 4;
         c.emulate_rank = 2;
       }

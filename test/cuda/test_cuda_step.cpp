@@ -98,8 +98,8 @@ TEST_CASE("a tiny LLaMA trains in bf16 on CUDA to within 2% of the f32 loss", "[
 TEST_CASE("an emulated B-SDP rank computes the same losses on CUDA as on the CPU", "[step]") {
   auto emulated = [](const std::string& device) {
     TrainConfig c = tiny_run(device, "f32");
-    c.strategy = "b-sdp";
-    c.active_fraction = 0.5;
+    c.parallel.strategy = "b-sdp";
+    c.parallel.active_fraction = 0.5;
     c.emulate_world = 4;
     c.emulate_rank = 1;
     return c;

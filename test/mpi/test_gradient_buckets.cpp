@@ -30,8 +30,8 @@ TrainConfig bucket_config(const std::string& strategy, double active_fraction, d
   c.progress = false;
   c.dtype = "f64";
   c.grad_accum = 2;  // only the last micro-batch's backward reduces
-  c.strategy = strategy;
-  c.active_fraction = active_fraction;
+  c.parallel.strategy = strategy;
+  c.parallel.active_fraction = active_fraction;
   c.bucket_mb = bucket_mb;
   c.comm_timeout = 60;
   return c;

@@ -26,8 +26,8 @@ TrainConfig agreement_config(const std::string& strategy, double active_fraction
   c.steps = 2;
   c.eval_every = 0;
   c.progress = false;
-  c.strategy = strategy;
-  c.active_fraction = active_fraction;
+  c.parallel.strategy = strategy;
+  c.parallel.active_fraction = active_fraction;
   c.comm_timeout = 60;
   return c;
 }

@@ -30,8 +30,8 @@ TrainConfig resnet_job(const std::string& strategy, double active_fraction = 1.0
   c.eval_batches = 1;
   c.recalibration_images = 32;  // rank 0 alone re-estimates the full model's statistics
   c.progress = false;
-  c.strategy = strategy;
-  c.active_fraction = active_fraction;
+  c.parallel.strategy = strategy;
+  c.parallel.active_fraction = active_fraction;
   c.comm_timeout = 120;
   return c;
 }

@@ -40,8 +40,8 @@ TrainConfig job_config(const std::string& strategy, double active_fraction = 1.0
   c.eval_every = 0;
   c.eval_batches = 2;
   c.progress = false;
-  c.strategy = strategy;
-  c.active_fraction = active_fraction;
+  c.parallel.strategy = strategy;
+  c.parallel.active_fraction = active_fraction;
   c.comm_timeout = 60;
   return c;
 }
@@ -116,8 +116,8 @@ TEST_CASE("owners of every component hold bit-identical values after every step"
     for (const char* plan : {"cyclic", "random"}) {
       CAPTURE(strategy, plan);
       TrainConfig c = job_config(strategy, 0.5);
-      c.plan = plan;
-      c.plan_seed = 7;
+      c.parallel.plan = plan;
+      c.parallel.plan_seed = 7;
       Trainer t(c, world());
       const SubnetLayout& L = t.layout();
       for (int s = 0; s < 3; ++s) {
@@ -201,7 +201,8 @@ TEST_CASE("backward masking yields the full-model gradient on a fixed batch", "[
     CAPTURE(strategy);
     TrainConfig c = job_config(strategy, 0.5);
     const llama::LlamaConfig mc = llama::LlamaConfig::named(c.model);
-    const SubnetLayout L = SubnetLayout::build(c.model, StrategySpec::from_config(c), size(), rank());
+    const SubnetLayout L = SubnetLayout::build(
+        c.model, StrategySpec::from_settings(c.parallel, c.model), size(), rank());
     CpuAllocator a1, a2;
     llama::LlamaModel masked(mc, L.model_layout), full(mc, L.model_layout);
     masked.materialize(a1, DType::f64, L.held_mask(), L.trained_mask());

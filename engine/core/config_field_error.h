@@ -1,0 +1,21 @@
+#pragma once
+// An invalid value of one config field; field() names it (the JSON key), so
+// that a front end can say where the value came from (a flag, a config file).
+#include <string>
+#include <utility>
+
+#include "engine/core/error.h"
+
+namespace sdp {
+
+class ConfigFieldError : public Error {
+ public:
+  ConfigFieldError(std::string field, const std::string& message)
+      : Error(message), field_(std::move(field)) {}
+  const std::string& field() const { return field_; }
+
+ private:
+  std::string field_;
+};
+
+}  // namespace sdp

@@ -1,0 +1,70 @@
+#pragma once
+// How a job is parallelized, the part of a run's configuration that
+// engine/parallel reads, on three axes:
+//   ownership  which components each rank owns (strategy, C, plan, groups);
+//              masking follows from the strategy (strategy_table.h)
+//   sharding   how much of each storage group's training state is
+//              partitioned over the ranks that share it (ZeRO-1/2/3, FSDP)
+//   recompute  which blocks run their forward again before their backward
+//              (activation checkpointing)
+// The fields keep the names (and JSON keys) they have as flat config fields
+// of TrainConfig, which holds one of these as `parallel`.
+#include <cstdint>
+#include <string>
+
+#include "engine/parallel/strategy_table.h"
+#include "models/common/recompute_policy.h"
+#include "models/common/shard_level.h"
+
+namespace sdp {
+
+// The fields in JSON-key order of no importance; TrainConfig's JSON and
+// unknown-key check iterate them (X(field) once per field).
+#define SDP_PARALLEL_SETTINGS_FIELDS(X)                                                   \
+  X(strategy) X(active_fraction) X(plan) X(plan_seed) X(ffn_groups) X(head_groups)        \
+  X(channel_groups) X(shard) X(reshard_after_forward) X(activation_checkpointing)
+
+struct ParallelSettings {
+  // ownership plan: every rank trains its subnet of the plan; gradients are
+  // averaged among each component's owners
+  std::string strategy = "ddp";         // a name of strategy_table(): ddp | fsdp | b-sdp | ...
+  double active_fraction = 1.0;         // C: share of components each rank owns (ddp, fsdp: 1)
+  std::string plan = "cyclic";          // cyclic | random
+  uint64_t plan_seed = 0;               // random plans
+  int64_t ffn_groups = 0;               // neuron strategies: FFN unit groups per block
+  int64_t head_groups = 0;              //   and attention head groups per block
+                                        //   (0 = the largest count <= 4 that divides)
+  int64_t channel_groups = 0;           // ResNet: inner-channel groups per basic block
+                                        //   (0 = the largest count <= 8 dividing every width)
+  // sharding: none | optimizer | grad | full; empty = the strategy's level
+  // (full for fsdp, none otherwise). Kept apart from "none" so that an
+  // explicit --shard none with fsdp is refused, not silently overridden.
+  std::string shard;
+  // Shard full only: free each gathered parameter after the forward of its
+  // site and gather it again for the backward (false: keep it until then).
+  // Accepted and ignored at other levels.
+  bool reshard_after_forward = true;
+  // none | block | every:K (RecomputePolicy::parse)
+  std::string activation_checkpointing = "none";
+
+  // The table row of `strategy`; throws ConfigFieldError for an unknown name.
+  const StrategyRow& strategy_row() const;
+  Masking masking() const { return strategy_row().masking; }
+  Granularity granularity() const { return strategy_row().granularity; }
+  // Whether ranks train different subnetworks (an SDP strategy).
+  bool subnetworks() const { return strategy_row().takes_fraction; }
+  // The effective level: `shard`, or the strategy's own when it is empty.
+  ShardLevel shard_level() const;
+  RecomputePolicy recompute() const;
+  // The composition in a few characters, for reports: "DDP", "FSDP",
+  // "FSDP+AC", "B-SDP+FSDP+AC", "N-SDP+ZeRO-2", "DDP+ZeRO-1", "Bb-SDP+AC:2"
+  // (AC = every block, AC:K = every K-th).
+  std::string composition_label() const;
+
+  // Throws ConfigFieldError naming the first invalid field (its JSON key)
+  // and what is valid. Combinations that only the trainer can judge (a plan
+  // against a model and a world) are left to it.
+  void validate() const;
+};
+
+}  // namespace sdp
