@@ -159,6 +159,12 @@ void conv2d_backward_weight(const Tensor& dy, const Tensor& x, const Conv2dGeome
 void batchnorm_forward_train(const Tensor& x, const Tensor& weight, const Tensor& bias,
                              double eps, double momentum, Tensor& y, Tensor& save_mean,
                              Tensor& save_invstd, Tensor& running_mean, Tensor& running_var);
+// The training normalization again (the same y, save_mean, save_invstd as
+// batchnorm_forward_train on the same x), leaving the running statistics
+// alone: the recomputation of a forward that has moved them already
+// (activation checkpointing).
+void batchnorm_forward_batch_stats(const Tensor& x, const Tensor& weight, const Tensor& bias,
+                                   double eps, Tensor& y, Tensor& save_mean, Tensor& save_invstd);
 // Evaluation: the running statistics instead of the batch's.
 void batchnorm_forward_eval(const Tensor& x, const Tensor& weight, const Tensor& bias,
                             const Tensor& running_mean, const Tensor& running_var, double eps,

@@ -82,6 +82,35 @@ void batchnorm_forward_train(const Tensor& x, const Tensor& weight, const Tensor
   });
 }
 
+void batchnorm_forward_batch_stats(const Tensor& x, const Tensor& weight, const Tensor& bias,
+                                   double eps, Tensor& y, Tensor& save_mean,
+                                   Tensor& save_invstd) {
+  constexpr const char* op = "batchnorm_forward_batch_stats";
+  const cpu::BatchNormDims d = check_input(x, op);
+  check_param(weight, x, op, "weight");
+  check_param(bias, x, op, "bias");
+  check_like_x(y, x, op, "y");
+  check_accum(save_mean, x, op, "save_mean");
+  check_accum(save_invstd, x, op, "save_invstd");
+  check_eps(eps, op);
+  switch (detail::backend_of(x, op)) {
+    case detail::Backend::meta: return;
+    case detail::Backend::cuda:
+      SDP_ON_CUDA(cuda::batchnorm_forward_batch_stats(x, weight, bias, eps, y, save_mean,
+                                                      save_invstd));
+      return;
+    case detail::Backend::cpu: break;
+  }
+  detail::on_float_dtype(x.dtype(), op, [&](auto tag) {
+    using T = decltype(tag);
+    // Null running statistics: the training kernel computes and writes the
+    // same batch statistics and output, and nothing else.
+    cpu::batchnorm_forward_train<T>(x.data<T>(), weight.data<T>(), bias.data<T>(), eps,
+                                    /*momentum=*/0.0, y.data<T>(), save_mean.data<T>(),
+                                    save_invstd.data<T>(), nullptr, nullptr, d);
+  });
+}
+
 void batchnorm_forward_eval(const Tensor& x, const Tensor& weight, const Tensor& bias,
                             const Tensor& running_mean, const Tensor& running_var, double eps,
                             Tensor& y) {

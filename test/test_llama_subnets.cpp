@@ -278,17 +278,41 @@ TEST_CASE("a subnetwork saves exactly the activations it plans for", "[model][su
       [](const Component& c) { return c.kind != ComponentKind::ffn_group; },
       [](const Component& c) { return c.block != 0; }};
   for (const ModelLayout& layout : {ModelLayout{}, neuron_layout()})
-    for (size_t m = 0; m < masks.size(); ++m) {
-      CAPTURE(granularity_name(layout.granularity), m);
-      CpuAllocator alloc;
-      LlamaModel model(cut_config(), layout);
-      model.materialize(alloc, DType::f32, held_components(model, masks[m]));
-      model.params().allocate_grads();
-      model.params().init_values(1);
-      model.forward(batch.tokens, batch.targets);
-      REQUIRE(alloc.stats().current(MemCategory::activation) ==
-              model.saved_activation_bytes({2, 6}));
-      model.backward(0.1);
-      REQUIRE(alloc.stats().current(MemCategory::activation) == 0);
-    }
+    for (size_t m = 0; m < masks.size(); ++m)
+      for (const char* policy : {"none", "block", "every:2"}) {
+        CAPTURE(granularity_name(layout.granularity), m, policy);
+        CpuAllocator alloc;
+        LlamaModel model(cut_config(), layout);
+        model.materialize(alloc, DType::f32, held_components(model, masks[m]));
+        model.params().allocate_grads();
+        model.params().init_values(1);
+        model.set_recompute(RecomputePolicy::parse(policy, "test"));
+        model.forward(batch.tokens, batch.targets);
+        REQUIRE(alloc.stats().current(MemCategory::activation) ==
+                model.saved_activation_bytes({2, 6}));
+        model.backward(0.1);
+        REQUIRE(alloc.stats().current(MemCategory::activation) == 0);
+      }
+}
+
+TEST_CASE("checkpointed blocks plan only their input", "[model][subnet][recompute]") {
+  CpuAllocator alloc;
+  const LlamaConfig c = cut_config();
+  LlamaModel model(c, neuron_layout());
+  model.materialize(alloc, DType::f32);
+  const BatchShape shape{2, 6};
+  const size_t none = model.saved_activation_bytes(shape);
+  model.set_recompute(RecomputePolicy::parse("block", "test"));
+  const size_t block = model.saved_activation_bytes(shape);
+  // Kept: each block's input, the last block's output, the final norm's
+  // output and rstd, the logits and their log-sum-exp (f32, 64-byte rounding).
+  auto bytes = [&](int64_t n) { return alloc.rounded(static_cast<size_t>(n) * 4); };
+  const int64_t N = shape.tokens();
+  REQUIRE(block == static_cast<size_t>(c.n_layers + 2) * bytes(N * c.dim) + 2 * bytes(N) +
+                       bytes(N * c.vocab));
+  REQUIRE(block < none);
+  model.set_recompute(RecomputePolicy::parse("every:2", "test"));  // block 0 of 2
+  const size_t every2 = model.saved_activation_bytes(shape);
+  REQUIRE(every2 > block);
+  REQUIRE(every2 < none);
 }

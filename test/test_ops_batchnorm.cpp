@@ -277,3 +277,33 @@ TEST_CASE("batchnorm rejects bad arguments, naming them", "[ops][batchnorm]") {
       ops::batchnorm_backward_weight(bn.y, bn.x, bn.save_mean, bn.save_invstd, bad_c, bn.bias),
       Catch::Contains("batchnorm_backward_weight") && Catch::Contains("dweight has shape"));
 }
+
+TEST_CASE("batchnorm_forward_batch_stats repeats the training forward, running statistics untouched",
+          "[ops][batchnorm]") {
+  Arena arena;
+  for (DType dt : {DType::f32, DType::f64}) {
+    CAPTURE(dtype_name(dt));
+    BatchNormSet train(arena, {3, 4, 5, 5}, dt);
+    train.forward_train();
+    BatchNormSet again(arena, {3, 4, 5, 5}, dt);
+    fill_uniform(again.running_mean, 8);  // any values: neither read nor written
+    const auto mean_before = to_vector(again.running_mean);
+    const auto var_before = to_vector(again.running_var);
+    ops::batchnorm_forward_batch_stats(again.x, again.weight, again.bias, kEps, again.y,
+                                       again.save_mean, again.save_invstd);
+    // Bit for bit the training forward's output and batch statistics.
+    REQUIRE(to_vector(again.y) == to_vector(train.y));
+    REQUIRE(to_vector(again.save_mean) == to_vector(train.save_mean));
+    REQUIRE(to_vector(again.save_invstd) == to_vector(train.save_invstd));
+    REQUIRE(to_vector(again.running_mean) == mean_before);
+    REQUIRE(to_vector(again.running_var) == var_before);
+    // ... where the training forward moved them.
+    REQUIRE(to_vector(train.running_mean) != std::vector<double>(4, 0.0));
+  }
+  BatchNormSet s(arena, {2, 3, 2, 2}, DType::f64);
+  Tensor short_mean = arena.make({2}, DType::f64);
+  REQUIRE_THROWS_WITH(ops::batchnorm_forward_batch_stats(s.x, s.weight, s.bias, kEps, s.y,
+                                                         short_mean, s.save_invstd),
+                      Catch::Contains("batchnorm_forward_batch_stats") &&
+                          Catch::Contains("save_mean"));
+}

@@ -82,8 +82,10 @@ void batchnorm_forward_train(const T* x, const T* weight, const T* bias, double 
     const double invstd = 1.0 / std::sqrt(var + eps);
     save_mean[c] = static_cast<T>(mean);
     save_invstd[c] = static_cast<T>(invstd);
-    running_mean[c] = static_cast<T>((1 - momentum) * running_mean[c] + momentum * mean);
-    running_var[c] = static_cast<T>((1 - momentum) * running_var[c] + momentum * var * unbias);
+    if (running_mean != nullptr) {
+      running_mean[c] = static_cast<T>((1 - momentum) * running_mean[c] + momentum * mean);
+      running_var[c] = static_cast<T>((1 - momentum) * running_var[c] + momentum * var * unbias);
+    }
     affine_channel(x, y, d, c, static_cast<T>(mean), static_cast<T>(invstd * weight[c]),
                    bias[c]);
   }

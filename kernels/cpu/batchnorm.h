@@ -15,7 +15,9 @@ struct BatchNormDims {
 // running_mean, running_var [C]. Two passes per channel (mean, then the
 // squared deviations from it): stable for large means. The running variance
 // moves toward the unbiased variance (n / (n - 1), n = B S; the biased one
-// when n = 1). Nothing is written when n = 0.
+// when n = 1). Nothing is written when n = 0. running_mean and running_var
+// may both be null: the batch statistics only, nothing else written
+// (a recomputation).
 template <typename T>
 void batchnorm_forward_train(const T* x, const T* weight, const T* bias, double eps,
                              double momentum, T* y, T* save_mean, T* save_invstd,

@@ -101,8 +101,10 @@ __global__ void __launch_bounds__(kChannelThreads)
     save_mean[c] = mean;
     save_invstd[c] = invstd;
     const float unbiased = count > 1 ? static_cast<float>(squared_deviations / (count - 1)) : var;
-    running_mean[c] = (1.0f - momentum) * running_mean[c] + momentum * mean;
-    running_var[c] = (1.0f - momentum) * running_var[c] + momentum * unbiased;
+    if (running_mean != nullptr) {  // null: a recomputation, the running statistics stay
+      running_mean[c] = (1.0f - momentum) * running_mean[c] + momentum * mean;
+      running_var[c] = (1.0f - momentum) * running_var[c] + momentum * unbiased;
+    }
   }
 
   const float scale = invstd * to_f32(weight[c]), shift = to_f32(bias[c]);
@@ -249,10 +251,12 @@ bool packable(const Layout& l, int k, std::initializer_list<const void*> pointer
 
 }  // namespace
 
-void batchnorm_forward_train(const Tensor& x, const Tensor& weight, const Tensor& bias, double eps,
-                             double momentum, Tensor& y, Tensor& save_mean, Tensor& save_invstd,
-                             Tensor& running_mean, Tensor& running_var) {
-  constexpr const char* op = "batchnorm_forward_train";
+namespace {
+
+// The training kernel; running_mean, running_var null leave them alone.
+void launch_batchnorm_train(const Tensor& x, const Tensor& weight, const Tensor& bias, double eps,
+                            double momentum, Tensor& y, Tensor& save_mean, Tensor& save_invstd,
+                            float* running_mean, float* running_var, const char* op) {
   const Layout l = layout_of(x, op);
   if (l.empty()) return;
   on_cuda_float(x.dtype(), op, [&](auto tag) {
@@ -267,8 +271,7 @@ void batchnorm_forward_train(const Tensor& x, const Tensor& weight, const Tensor
       batchnorm_train_kernel<T, P><<<grid, channel_threads(l, P), 0, stream>>>(
           px, device_ptr<T>(weight), device_ptr<T>(bias), static_cast<float>(eps),
           static_cast<float>(momentum), py, save_mean.data<float>(), save_invstd.data<float>(),
-          running_mean.data<float>(), running_var.data<float>(), l.batch, l.channels,
-          l.spatial / P);
+          running_mean, running_var, l.batch, l.channels, l.spatial / P);
     };
     if (packable(l, K, {px, py}))
       launch(std::integral_constant<int, K>{});
@@ -276,6 +279,22 @@ void batchnorm_forward_train(const Tensor& x, const Tensor& weight, const Tensor
       launch(std::integral_constant<int, 1>{});
     SDP_CUDA_LAUNCH_CHECK("batchnorm_train_kernel");
   });
+}
+
+}  // namespace
+
+void batchnorm_forward_train(const Tensor& x, const Tensor& weight, const Tensor& bias, double eps,
+                             double momentum, Tensor& y, Tensor& save_mean, Tensor& save_invstd,
+                             Tensor& running_mean, Tensor& running_var) {
+  launch_batchnorm_train(x, weight, bias, eps, momentum, y, save_mean, save_invstd,
+                         running_mean.data<float>(), running_var.data<float>(),
+                         "batchnorm_forward_train");
+}
+
+void batchnorm_forward_batch_stats(const Tensor& x, const Tensor& weight, const Tensor& bias,
+                                   double eps, Tensor& y, Tensor& save_mean, Tensor& save_invstd) {
+  launch_batchnorm_train(x, weight, bias, eps, /*momentum=*/0.0, y, save_mean, save_invstd,
+                         nullptr, nullptr, "batchnorm_forward_batch_stats");
 }
 
 void batchnorm_forward_eval(const Tensor& x, const Tensor& weight, const Tensor& bias,

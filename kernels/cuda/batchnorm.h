@@ -18,6 +18,10 @@ namespace sdp::cuda {
 void batchnorm_forward_train(const Tensor& x, const Tensor& weight, const Tensor& bias, double eps,
                              double momentum, Tensor& y, Tensor& save_mean, Tensor& save_invstd,
                              Tensor& running_mean, Tensor& running_var);
+// The same y, save_mean and save_invstd as batchnorm_forward_train; the
+// running statistics are not touched (a recomputation).
+void batchnorm_forward_batch_stats(const Tensor& x, const Tensor& weight, const Tensor& bias,
+                                   double eps, Tensor& y, Tensor& save_mean, Tensor& save_invstd);
 // y = (x - running_mean) / sqrt(running_var + eps) weight + bias; y may alias x.
 void batchnorm_forward_eval(const Tensor& x, const Tensor& weight, const Tensor& bias,
                             const Tensor& running_mean, const Tensor& running_var, double eps,

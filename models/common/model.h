@@ -16,14 +16,12 @@
 
 #include "engine/core/tensor.h"
 #include "models/common/component.h"
+#include "models/common/grads_ready.h"
+#include "models/common/param_hooks.h"
 #include "models/common/parameter_set.h"
+#include "models/common/recompute_policy.h"
 
 namespace sdp {
-
-// Told, during backward, which parameters' gradients are final (their last
-// contribution of this backward has been accumulated), so their reduction
-// can start while backward goes on.
-using GradsReady = std::function<void(std::span<const int> param_ids)>;
 
 class Model {
  public:
@@ -60,17 +58,82 @@ class Model {
   // valid targets (NaN on meta) and sets valid_targets().
   // keep_for_backward = false is evaluation: nothing is kept for backward,
   // and layers with a train / eval difference (BatchNorm) use eval mode.
+  // micro_batch keys what a training forward keeps: several micro-batches
+  // may be in flight at once (forward 0, forward 1, backward 1, backward
+  // 0), each backward taking back its own forward's state. A training
+  // forward of a micro-batch still in flight first drops that micro-batch's
+  // state (including weight gradients a split backward left pending).
+  // The inputs must stay alive until the micro-batch's backward is done.
   virtual double forward(const Tensor& inputs, const Tensor& targets,
-                         bool keep_for_backward = true) = 0;
-  virtual int64_t valid_targets() const = 0;
-  // Backward of the last forward; loss_scale multiplies each example's loss
-  // (1 / examples in the global batch). Weight gradients of trained
-  // parameters accumulate into params().grad(); held but untrained ones get
-  // none. With split_weight_grads the caller runs backward_weight() later.
+                         bool keep_for_backward = true, int micro_batch = 0) = 0;
+  virtual int64_t valid_targets() const = 0;  // of the latest forward
+  // Backward of micro-batch `micro_batch`'s training forward; loss_scale
+  // multiplies each example's loss (1 / examples in the global batch).
+  // Weight gradients of trained parameters accumulate into params().grad();
+  // held but untrained ones get none. With split_weight_grads the caller
+  // runs backward_weight(micro_batch) later (2BP).
   // `ready` hears of every trained parameter once its gradient is final.
   virtual void backward(double loss_scale, bool split_weight_grads = false,
-                        const GradsReady& ready = {}) = 0;
-  virtual void backward_weight(const GradsReady& ready = {}) = 0;
+                        const GradsReady& ready = {}, int micro_batch = 0) = 0;
+  virtual void backward_weight(const GradsReady& ready = {}, int micro_batch = 0) = 0;
+
+  // ---- sites and parameter hooks
+  // A site is a place of the model that reads parameters: site 0 the input
+  // stage (LLaMA: embedding; ResNet: stem convolution + BatchNorm), site
+  // 1 + b block b (b = 0 .. L-1), site L + 1 the output stage (LLaMA: final
+  // norm + LM head; ResNet: pooling + classifier).
+  virtual int site_count() const = 0;  // L + 2
+  // Ids of every parameter (not buffers) site `site` reads, held by this
+  // rank or not. A parameter read at two sites is listed at both (LLaMA's
+  // tied embedding: sites 0 and L + 1). Block sites list the parameters the
+  // model declares with the block even when they live in a shared component
+  // (LLaMA's norms and ResNet's bn2 at neuron granularity, ResNet's
+  // downsampling shortcut convolution and BatchNorm).
+  virtual std::vector<int> site_params(int site) const = 0;
+  // The hooks' contract, which the sharding layer relies on:
+  //  * forward (training and evaluation, recalibrate_statistics and the
+  //    models' logits()): for each site that runs, in model order
+  //    (0, 1, ..., L + 1), needed(s, forward) before its first parameter
+  //    read and done(s, forward) after its last; the pairs do not nest or
+  //    overlap (done(s) comes before needed(s + 1)).
+  //  * backward, in reverse order (L + 1, ..., 1, 0): needed(s, backward)
+  //    before the site's first parameter read of backward, done(s,
+  //    backward) after its last. A checkpointed block (set_recompute) gets
+  //    needed(s, backward) before its recomputation: the parameters stay
+  //    needed from the recomputed forward through its backward_input, and
+  //    the recomputation gets no forward calls of its own.
+  //    Weight gradients read no parameter (checked in the code: LLaMA's
+  //    linear, RMSNorm and embedding weight gradients read only
+  //    activations, statistics and output gradients; ResNet's convolution
+  //    and BatchNorm weight gradients likewise), so done(s, backward) comes
+  //    after the site's input gradient, before its weight gradients; with
+  //    split_weight_grads backward_weight() makes no calls at all.
+  //    A site whose backward reads no parameter on this rank gets no
+  //    backward calls: LLaMA's site 0 never (the embedding gradient is a
+  //    scatter of the output gradient), ResNet's site 0 when its
+  //    convolution is not trained here (the images need no gradient, so
+  //    only a trained stem runs the BatchNorm input gradient, which reads
+  //    bn1.weight).
+  //  * a site that does not run on this rank (B-SDP: a block none of whose
+  //    parameters is held, skipped with the residual stream passing by)
+  //    gets no calls at all.
+  //  * with several micro-batches in flight, each forward and backward
+  //    makes its own calls, in the order they run.
+  // The hooks are called from the thread that runs the model. Empty
+  // functions are not called.
+  virtual void set_param_hooks(ParamHooks hooks) = 0;
+
+  // ---- activation checkpointing
+  // Which blocks keep only their input during a training forward and run
+  // their forward again just before their backward (recompute_policy.h).
+  // Gradients are the same as without; the recomputation does not update
+  // batch statistics a second time. Default none; a model without blocks
+  // refuses anything else.
+  virtual void set_recompute(const RecomputePolicy& policy) {
+    if (policy.enabled())
+      fail("activation checkpointing '", policy.name(), "' needs a model with blocks; ", name(),
+           " supports only 'none'");
+  }
 
   // Models with batch statistics (BatchNorm running statistics, buffers of
   // the ParameterSet) re-estimate them for the parameters they hold now:

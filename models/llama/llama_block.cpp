@@ -27,8 +27,9 @@ OwnedTensor copy_of(const Tensor& x, Allocator& alloc, MemCategory category) {
 }
 }  // namespace
 
-LlamaBlock::LlamaBlock(const LlamaConfig& config, ParameterSet& params, int index, BlockParams ids)
-    : config_(config), params_(params), index_(index), ids_(std::move(ids)) {
+LlamaBlock::LlamaBlock(const LlamaConfig& config, ParameterSet& params, const RopeTables& rope,
+                       int index, BlockParams ids)
+    : config_(config), params_(params), rope_(rope), index_(index), ids_(std::move(ids)) {
   SDP_CHECK(!ids_.heads.empty() && !ids_.ffn.empty(), "block ", index, " declares no groups");
 }
 
@@ -42,7 +43,7 @@ int64_t LlamaBlock::units_per_group() const {
   return config_.ffn_dim / static_cast<int64_t>(ids_.ffn.size());
 }
 
-bool LlamaBlock::active() const {
+bool LlamaBlock::runs() const {
   if (params_.is_materialized(ids_.norm1)) return true;
   for (const auto& h : ids_.heads)
     if (params_.is_materialized(h.wq)) return true;
@@ -51,7 +52,7 @@ bool LlamaBlock::active() const {
   return false;
 }
 
-bool LlamaBlock::trained() const {
+bool LlamaBlock::trains() const {
   if (params_.is_trained(ids_.norm1)) return true;
   for (const auto& h : ids_.heads)
     if (params_.is_trained(h.wq)) return true;
@@ -60,18 +61,35 @@ bool LlamaBlock::trained() const {
   return false;
 }
 
-OwnedTensor LlamaBlock::forward(OwnedTensor x_in, const BatchShape& shape,
-                                const Tensor& rope_cos, const Tensor& rope_sin,
-                                Allocator& alloc) {
+std::vector<int> LlamaBlock::param_ids() const {
+  std::vector<int> ids{ids_.norm1, ids_.norm2};
+  for (const HeadGroupParams& h : ids_.heads)
+    for (int id : {h.wq, h.wk, h.wv, h.wo}) ids.push_back(id);
+  for (const FfnGroupParams& f : ids_.ffn)
+    for (int id : {f.wgate, f.wup, f.wdown}) ids.push_back(id);
+  return ids;
+}
+
+LlamaBlock::Context& LlamaBlock::context_of(BlockContext& c) const {
+  auto* ctx = dynamic_cast<Context*>(&c);
+  SDP_CHECK(ctx, "block ", index_, ": the context is not a LLaMA block's");
+  return *ctx;
+}
+
+TrunkBlock::Forward LlamaBlock::forward(const Tensor& x, BlockMode mode, Allocator& alloc) {
   const LlamaConfig& c = config_;
+  SDP_CHECK(x.ndim() == 3 && x.size(2) == c.dim, "block ", index_, ": input ", x.describe(),
+            " must be [B, T, ", c.dim, "]");
+  const BatchShape shape{x.size(0), x.size(1)};
   const int64_t N = shape.tokens(), D = c.dim, Dh = c.head_dim();
   const int64_t qh = q_heads_per_group(), kvh = kv_heads_per_group(), fw = units_per_group();
-  const DType dt = x_in->dtype();
+  const DType dt = x.dtype();
   const DType st = accum_dtype(dt);  // statistics: rstd, lse
   const ParameterSet& P = params_;
-  shape_ = shape;
+  const Tensor& rope_cos = *rope_.cos;
+  const Tensor& rope_sin = *rope_.sin;
+  const Tensor x_in = x.view({N, D});                       // [N, D]
   Saved s;
-  s.x_in = std::move(x_in);                                 // [N, D]
 
   // ---- attention over the held head groups
   OwnedTensor attn_out;                                     // [N, D] sum of a_g Wo_g^T
@@ -81,7 +99,7 @@ OwnedTensor LlamaBlock::forward(OwnedTensor x_in, const BatchShape& shape,
     if (!s.h1) {
       s.rstd1 = OwnedTensor(alloc, {N}, st, kSaved);        // [N]
       s.h1 = OwnedTensor(alloc, {N, D}, dt, kSaved);        // [N, D]
-      ops::rmsnorm_forward(*s.x_in, P.param(ids_.norm1), c.norm_eps, *s.h1, *s.rstd1);
+      ops::rmsnorm_forward(x_in, P.param(ids_.norm1), c.norm_eps, *s.h1, *s.rstd1);
     }
     HeadSaved hs;
     hs.group = g;
@@ -115,10 +133,10 @@ OwnedTensor LlamaBlock::forward(OwnedTensor x_in, const BatchShape& shape,
     s.heads.push_back(std::move(hs));
   }
   if (attn_out) {
-    ops::accumulate(*attn_out, *s.x_in);
+    ops::accumulate(*attn_out, x_in);
     s.x_mid = std::move(attn_out);                          // [N, D] residual after attention
   } else {
-    s.x_mid = copy_of(*s.x_in, alloc, kSaved);              // no head held: m = x
+    s.x_mid = copy_of(x_in, alloc, kSaved);                 // no head held: m = x
   }
 
   // ---- FFN over the held unit groups
@@ -149,20 +167,34 @@ OwnedTensor LlamaBlock::forward(OwnedTensor x_in, const BatchShape& shape,
   } else {
     y = copy_of(*s.x_mid, alloc, kSaved);                   // no FFN unit held: y = m
   }
-  saved_ = std::move(s);
-  return y;
+  y.view = y->view({shape.batch, shape.seq, D});            // [B, T, D]
+  Forward out;
+  out.y = std::move(y);
+  if (mode != BlockMode::eval) {
+    auto ctx = std::make_unique<Context>();
+    ctx->shape = shape;
+    ctx->saved = std::move(s);
+    out.saved = std::move(ctx);
+  }
+  return out;
 }
 
-OwnedTensor LlamaBlock::backward_input(OwnedTensor dy, const Tensor& rope_cos,
-                                       const Tensor& rope_sin, bool keep_for_weights,
-                                       Allocator& alloc) {
-  SDP_CHECK(saved_, "block ", index_, ": backward_input() without a saved forward");
-  const BatchShape& sh = shape_;
+OwnedTensor LlamaBlock::backward_input(BlockContext& saved, const Tensor& x, const Tensor* y,
+                                       OwnedTensor dy, bool keep_for_weights, Allocator& alloc) {
+  (void)y;  // the block's backward does not read its output
+  Context& ctx = context_of(saved);
+  SDP_CHECK(ctx.saved && !ctx.grads, "block ", index_,
+            ": backward_input() needs a saved forward (once)");
+  const BatchShape sh = ctx.shape;
   const int64_t N = sh.tokens(), D = config_.dim, Dh = config_.head_dim();
   const int64_t qh = q_heads_per_group(), kvh = kv_heads_per_group(), fw = units_per_group();
   const DType dt = dy->dtype();
   const ParameterSet& P = params_;
-  Saved& s = *saved_;
+  const Tensor& rope_cos = *rope_.cos;
+  const Tensor& rope_sin = *rope_.sin;
+  const Tensor x_in = x.view({N, D});                       // [N, D]
+  dy.view = dy->view({N, D});                              // [N, D]
+  Saved& s = *ctx.saved;
   // Output gradients live in `activation` when kept for backward_weight(),
   // in `workspace` when they die inside this call.
   const MemCategory keep = keep_for_weights ? kSaved : kScratch;
@@ -239,7 +271,7 @@ OwnedTensor LlamaBlock::backward_input(OwnedTensor dy, const Tensor& rope_cos,
   OwnedTensor dx;                                           // [N, D] gradient of x_in
   if (g.dh1) {
     dx = OwnedTensor(alloc, {N, D}, dt, kSaved);
-    ops::rmsnorm_backward_input(*g.dh1, *s.x_in, P.param(ids_.norm1), *s.rstd1, *dx);
+    ops::rmsnorm_backward_input(*g.dh1, x_in, P.param(ids_.norm1), *s.rstd1, *dx);
     ops::accumulate(*dx, *g.d_mid);
   } else {
     dx = copy_of(*g.d_mid, alloc, kSaved);
@@ -247,19 +279,23 @@ OwnedTensor LlamaBlock::backward_input(OwnedTensor dy, const Tensor& rope_cos,
 
   if (keep_for_weights) {
     g.dy = std::move(dy);
-    grads_ = std::move(g);
+    ctx.grads = std::move(g);
   } else {
-    release();
+    ctx.saved.reset();
   }
+  dx.view = dx->view({sh.batch, sh.seq, D});                // [B, T, D]
   return dx;
 }
 
-void LlamaBlock::backward_weight() {
-  SDP_CHECK(saved_ && grads_, "block ", index_,
+void LlamaBlock::backward_weight(BlockContext& saved, const Tensor& x, Allocator& alloc) {
+  (void)alloc;  // the weight gradients accumulate in place
+  Context& ctx = context_of(saved);
+  SDP_CHECK(ctx.saved && ctx.grads, "block ", index_,
             ": backward_weight() needs backward_input(keep_for_weights = true) first");
   const ParameterSet& P = params_;
-  const Saved& s = *saved_;
-  const OutputGrads& g = *grads_;
+  const Saved& s = *ctx.saved;
+  const OutputGrads& g = *ctx.grads;
+  const Tensor x_in = x.view({ctx.shape.tokens(), config_.dim});  // [N, D]
   for (size_t i = 0; i < s.ffn.size(); ++i) {
     const FfnGroupParams& w = ids_.ffn[static_cast<size_t>(s.ffn[i].group)];
     if (!P.is_trained(w.wgate)) continue;
@@ -283,17 +319,13 @@ void LlamaBlock::backward_weight() {
   }
   if (g.dh1 && P.is_trained(ids_.norm1)) {
     Tensor d_norm1 = P.grad(ids_.norm1);
-    ops::rmsnorm_backward_weight(*g.dh1, *s.x_in, *s.rstd1, d_norm1);
+    ops::rmsnorm_backward_weight(*g.dh1, x_in, *s.rstd1, d_norm1);
   }
-  release();
+  ctx.grads.reset();
+  ctx.saved.reset();
 }
 
-void LlamaBlock::release() {
-  grads_.reset();
-  saved_.reset();
-}
-
-size_t LlamaBlock::saved_activation_bytes(const BatchShape& s, DType dtype,
+size_t LlamaBlock::saved_context_bytes(const BatchShape& s, DType dtype,
                                           const Allocator& alloc) const {
   const LlamaConfig& c = config_;
   const int64_t N = s.tokens(), D = c.dim, Dh = c.head_dim();
@@ -305,7 +337,7 @@ size_t LlamaBlock::saved_activation_bytes(const BatchShape& s, DType dtype,
   int heads = 0, ffn = 0;
   for (const auto& h : ids_.heads) heads += params_.is_materialized(h.wq);
   for (const auto& f : ids_.ffn) ffn += params_.is_materialized(f.wgate);
-  size_t total = 2 * bytes(N * D);                              // x_in, x_mid
+  size_t total = bytes(N * D);                                  // x_mid
   if (heads > 0) total += bytes(N * D) + stat_bytes(N);         // h1, rstd1
   if (ffn > 0) total += bytes(N * D) + stat_bytes(N);           // h2, rstd2
   // per head group: q, attn; k, v; lse. per FFN group: gate, up, act.

@@ -11,15 +11,18 @@
 // group (N-SDP forward masking) simply has narrower matrices and narrower
 // activations. A whole block (B-SDP) is one head group and one FFN group.
 //
-// Backward is split: backward_input() computes the gradient for the block's
-// input and keeps what the weight gradients of *trained* groups need;
-// backward_weight() computes those (+=) later or right away. Groups held but
-// not trained (backward masking) get no weight-gradient work at all.
+// The block is a TrunkBlock (models/common/trunk.h): the trunk owns its
+// input and output (residual stream entries) and the context its forward
+// saves. Backward is split: backward_input() computes the gradient for the
+// block's input and keeps what the weight gradients of *trained* groups
+// need; backward_weight() computes those (+=) later or right away. Groups
+// held but not trained (backward masking) get no weight-gradient work at all.
 #include <optional>
 #include <vector>
 
 #include "engine/core/tensor.h"
 #include "models/common/parameter_set.h"
+#include "models/common/trunk.h"
 #include "models/llama/llama_config.h"
 
 namespace sdp::llama {
@@ -45,35 +48,46 @@ struct BatchShape {
   int64_t tokens() const { return batch * seq; }
 };
 
-class LlamaBlock {
+// The RoPE tables [max_seq, Dh/2], constants of the model.
+struct RopeTables {
+  OwnedTensor cos, sin;
+};
+
+class LlamaBlock final : public TrunkBlock {
  public:
-  LlamaBlock(const LlamaConfig& config, ParameterSet& params, int index, BlockParams ids);
+  // `rope` is the model's; it outlives the block and is filled when the
+  // model is materialized.
+  LlamaBlock(const LlamaConfig& config, ParameterSet& params, const RopeTables& rope, int index,
+             BlockParams ids);
   const BlockParams& ids() const { return ids_; }
-  int index() const { return index_; }
+  int index() const override { return index_; }
 
   // Whether this process runs the block at all (B-SDP skips unheld blocks:
   // the residual stream passes through) and whether any of its parameters
   // gets gradients here. Valid after the parameters are materialized.
-  bool active() const;
-  bool trained() const;
+  bool runs() const override;
+  bool trains() const override;
+  // norm1, norm2, then every head group (wq, wk, wv, wo), then every FFN
+  // group (wgate, wup, wdown).
+  std::vector<int> param_ids() const override;
+  bool backward_reads_output() const override { return false; }
 
-  // x_in [N, D] moves into the block's saved context; returns y [N, D].
-  // rope_cos, rope_sin [max_seq, Dh/2].
-  OwnedTensor forward(OwnedTensor x_in, const BatchShape& shape, const Tensor& rope_cos,
-                      const Tensor& rope_sin, Allocator& alloc);
-  // Gradient of the block output dy [N, D] -> gradient of its input [N, D].
-  // With keep_for_weights, the output gradients the trained groups need are
-  // kept until backward_weight(); otherwise everything is freed here.
-  OwnedTensor backward_input(OwnedTensor dy, const Tensor& rope_cos, const Tensor& rope_sin,
-                             bool keep_for_weights, Allocator& alloc);
+  // x [B, T, D] (the stream entry; the context keeps no copy) -> y
+  // [B, T, D]. Train and recompute compute the same; eval saves nothing.
+  Forward forward(const Tensor& x, BlockMode mode, Allocator& alloc) override;
+  // Gradient of the block output dy [B, T, D] -> gradient of its input
+  // [B, T, D]. With keep_for_weights, the output gradients the trained
+  // groups need are kept until backward_weight(); otherwise everything is
+  // freed here.
+  OwnedTensor backward_input(BlockContext& saved, const Tensor& x, const Tensor* y,
+                             OwnedTensor dy, bool keep_for_weights, Allocator& alloc) override;
   // Accumulates the gradients of the trained parameters and frees the context.
-  void backward_weight();
-  // Frees everything saved by forward (without computing weight gradients).
-  void release();
+  void backward_weight(BlockContext& saved, const Tensor& x, Allocator& alloc) override;
 
-  // Bytes of activations forward() saves for backward with the groups held
-  // here, for planning.
-  size_t saved_activation_bytes(const BatchShape& s, DType dtype, const Allocator& alloc) const;
+  // Bytes of activations a training forward's context keeps for backward
+  // with the groups held here (the block's input, a stream entry, not
+  // included), for planning.
+  size_t saved_context_bytes(const BatchShape& s, DType dtype, const Allocator& alloc) const;
 
  private:
   struct HeadSaved {  // one held head group: [N, rows] unless noted
@@ -85,7 +99,7 @@ class LlamaBlock {
     OwnedTensor gate, up, act;  // act = silu(gate) * up
   };
   struct Saved {  // forward context, [N, D] unless noted
-    OwnedTensor x_in, rstd1, h1, x_mid, rstd2, h2;  // rstd [N]
+    OwnedTensor rstd1, h1, x_mid, rstd2, h2;  // rstd [N]
     std::vector<HeadSaved> heads;
     std::vector<FfnSaved> ffn;
   };
@@ -96,6 +110,12 @@ class LlamaBlock {
     std::vector<HeadGrads> heads;  // parallel to Saved::heads
     std::vector<FfnGrads> ffn;     // parallel to Saved::ffn
   };
+  struct Context final : BlockContext {
+    BatchShape shape;
+    std::optional<Saved> saved;
+    std::optional<OutputGrads> grads;
+  };
+  Context& context_of(BlockContext& c) const;
 
   int64_t q_heads_per_group() const;
   int64_t kv_heads_per_group() const;
@@ -103,11 +123,9 @@ class LlamaBlock {
 
   const LlamaConfig& config_;
   ParameterSet& params_;
+  const RopeTables& rope_;
   int index_;
   BlockParams ids_;
-  BatchShape shape_;
-  std::optional<Saved> saved_;
-  std::optional<OutputGrads> grads_;
 };
 
 }  // namespace sdp::llama

@@ -129,9 +129,14 @@ void LlamaModel::declare_parameters() {
         fail("component ", comp.name, ": channel groups belong to ResNets, not to LLaMA");
     }
   }
-  for (int b = 0; b < c.n_layers; ++b)
-    blocks_.push_back(std::make_unique<LlamaBlock>(config_, params_, b,
+  std::vector<TrunkBlock*> trunk_blocks;
+  for (int b = 0; b < c.n_layers; ++b) {
+    blocks_.push_back(std::make_unique<LlamaBlock>(config_, params_, rope_, b,
                                                    std::move(blocks[static_cast<size_t>(b)])));
+    trunk_blocks.push_back(blocks_.back().get());
+  }
+  trunk_ = std::make_unique<Trunk>(params_, std::move(trunk_blocks));
+  trunk_->set_hooks(&hooks_);
 }
 
 int LlamaModel::block_group(int b) const {
@@ -150,24 +155,46 @@ void LlamaModel::materialize(Allocator& alloc, DType dtype, const std::vector<bo
   const int64_t half = config_.head_dim() / 2;
   // The RoPE tables are constants of the model, not parameters.
   // In accum_dtype: angles at long positions need more than bf16's 8 bits.
-  rope_cos_ = OwnedTensor(alloc, {config_.max_seq, half}, accum_dtype(dtype), MemCategory::workspace);
-  rope_sin_ = OwnedTensor(alloc, {config_.max_seq, half}, accum_dtype(dtype), MemCategory::workspace);
-  ops::rope_tables(config_.rope_theta, *rope_cos_, *rope_sin_);
+  rope_.cos = OwnedTensor(alloc, {config_.max_seq, half}, accum_dtype(dtype), MemCategory::workspace);
+  rope_.sin = OwnedTensor(alloc, {config_.max_seq, half}, accum_dtype(dtype), MemCategory::workspace);
+  ops::rope_tables(config_.rope_theta, *rope_.cos, *rope_.sin);
+  in_flight_.clear();
 }
 
-OwnedTensor LlamaModel::run_trunk(const Tensor& tokens, const BatchShape& shape, bool save) {
+void LlamaModel::check_site(int site) const {
+  if (site < 0 || site >= site_count())
+    fail("site ", site, " is not a site of model ", config_.name, " (valid: 0 .. ", site_count() - 1,
+         ")");
+}
+
+std::vector<int> LlamaModel::site_params(int site) const {
+  check_site(site);
+  if (site == 0) return {embed_};
+  if (site == site_count() - 1)
+    return head_ == embed_ ? std::vector<int>{final_norm_, embed_}
+                           : std::vector<int>{final_norm_, head_};
+  std::vector<int> ids;
+  for (int id : blocks_[static_cast<size_t>(site - 1)]->param_ids())
+    if (id >= 0) ids.push_back(id);
+  return ids;
+}
+
+Tensor LlamaModel::run_trunk(const Tensor& tokens, const BatchShape& shape, bool train,
+                             TrunkContext& trunk) {
   const int64_t N = shape.tokens(), D = config_.dim;
-  OwnedTensor x(*alloc_, {N, D}, dtype_, MemCategory::activation);  // [N, D]
-  ops::embedding_forward(tokens.view({N}), params_.param(embed_), *x);  // x: [N, D]
-  for (auto& block : blocks_) {
-    if (!block->active()) continue;  // B-SDP: the residual stream passes an unheld block
-    x = block->forward(std::move(x), shape, *rope_cos_, *rope_sin_, *alloc_);
-    if (!save) block->release();
-  }
-  return x;
+  OwnedTensor x(*alloc_, {shape.batch, shape.seq, D}, dtype_, MemCategory::activation);  // [B, T, D]
+  hooks_.call_needed(0, ParamPass::forward);
+  Tensor x2 = x->view({N, D});
+  ops::embedding_forward(tokens.view({N}), params_.param(embed_), x2);
+  hooks_.call_done(0, ParamPass::forward);
+  // The embedding's backward needs only the tokens: the trunk frees its
+  // input once block 0 is done with it.
+  const Tensor& last = trunk_->forward(trunk, std::move(x), train, /*keep_input=*/false, *alloc_);
+  return last.view({N, D});
 }
 
-double LlamaModel::forward(const Tensor& tokens, const Tensor& targets, bool keep_for_backward) {
+double LlamaModel::forward(const Tensor& tokens, const Tensor& targets, bool keep_for_backward,
+                           int micro_batch) {
   SDP_CHECK(alloc_, "materialize() the model before forward()");
   SDP_CHECK(tokens.ndim() == 2, "forward: tokens must be [batch, seq], got ", tokens.describe());
   expect_shape(targets, tokens.shape(), "forward", "targets");
@@ -177,18 +204,25 @@ double LlamaModel::forward(const Tensor& tokens, const Tensor& targets, bool kee
   if (shape.seq > config_.max_seq)
     fail("forward: sequence length ", shape.seq, " exceeds the model's max_seq ", config_.max_seq);
   const int64_t N = shape.tokens(), D = config_.dim, V = config_.vocab;
+  // A new training forward of a micro-batch replaces what it kept before.
+  if (keep_for_backward) in_flight_.erase(micro_batch);
 
+  MicroBatch m;
+  m.tokens = tokens;
   HeadContext h;
   h.shape = shape;
   h.tokens = tokens;
   h.targets = targets;
-  h.x_last = run_trunk(tokens, shape, keep_for_backward);
+  h.x_last = run_trunk(tokens, shape, keep_for_backward, m.trunk);
   const DType st = accum_dtype(dtype_);  // statistics and losses
+  const int head_site = site_count() - 1;
+  hooks_.call_needed(head_site, ParamPass::forward);
   h.rstd = OwnedTensor(*alloc_, {N}, st, MemCategory::activation);          // [N]
   h.h = OwnedTensor(*alloc_, {N, D}, dtype_, MemCategory::activation);       // [N, D]
-  ops::rmsnorm_forward(*h.x_last, params_.param(final_norm_), config_.norm_eps, *h.h, *h.rstd);
+  ops::rmsnorm_forward(h.x_last, params_.param(final_norm_), config_.norm_eps, *h.h, *h.rstd);
   h.logits = OwnedTensor(*alloc_, {N, V}, dtype_, MemCategory::activation);  // [N, V]
   ops::linear_forward(*h.h, params_.param(head_), *h.logits);
+  hooks_.call_done(head_site, ParamPass::forward);
   h.lse = OwnedTensor(*alloc_, {N}, st, MemCategory::activation);           // [N]
   OwnedTensor losses(*alloc_, {N}, st, MemCategory::workspace);             // [N]
   ops::cross_entropy_forward(*h.logits, targets.view({N}), *losses, *h.lse);
@@ -203,7 +237,10 @@ double LlamaModel::forward(const Tensor& tokens, const Tensor& targets, bool kee
     valid_targets_ = ops::count_nonnegative(targets);
     total = ops::sum(*losses);
   }
-  if (keep_for_backward) head_ctx_ = std::move(h);
+  if (keep_for_backward) {
+    m.head = std::move(h);
+    in_flight_.emplace(micro_batch, std::move(m));
+  }
   return total;
 }
 
@@ -218,31 +255,23 @@ void report_trained(const ParameterSet& p, std::initializer_list<int> ids, const
   if (!trained.empty()) ready(trained);
 }
 
-void report_block(const ParameterSet& p, const LlamaBlock& block, const GradsReady& ready) {
-  if (!ready) return;
-  const BlockParams& b = block.ids();
-  std::vector<int> trained;
-  for (int id : {b.norm1, b.norm2})
-    if (id >= 0 && p.is_trained(id)) trained.push_back(id);
-  for (const HeadGroupParams& h : b.heads)
-    for (int id : {h.wq, h.wk, h.wv, h.wo})
-      if (id >= 0 && p.is_trained(id)) trained.push_back(id);
-  for (const FfnGroupParams& f : b.ffn)
-    for (int id : {f.wgate, f.wup, f.wdown})
-      if (id >= 0 && p.is_trained(id)) trained.push_back(id);
-  if (!trained.empty()) ready(trained);
-}
-
 }  // namespace
 
-void LlamaModel::backward(double loss_scale, bool split_weight_grads, const GradsReady& ready) {
-  SDP_CHECK(head_ctx_, "backward() without a preceding forward()");
+void LlamaModel::backward(double loss_scale, bool split_weight_grads, const GradsReady& ready,
+                          int micro_batch) {
+  auto it = in_flight_.find(micro_batch);
+  SDP_CHECK(it != in_flight_.end() && it->second.head, "backward() of micro-batch ", micro_batch,
+            " without a preceding training forward() of it");
   SDP_CHECK(params_.has_grads(), "backward() needs allocated gradients (allocate_grads())");
-  HeadContext& h = *head_ctx_;
-  const int64_t N = h.shape.tokens(), D = config_.dim;
+  MicroBatch& m = it->second;
+  HeadContext& h = *m.head;
+  const BatchShape shape = h.shape;
+  const int64_t N = shape.tokens(), D = config_.dim;
+  const int head_site = site_count() - 1;
 
   // The logits' storage becomes their gradient: no second [N, V] buffer.
   ops::cross_entropy_backward_input(*h.logits, h.targets.view({N}), *h.lse, loss_scale, *h.logits);
+  hooks_.call_needed(head_site, ParamPass::backward);
   OwnedTensor dh(*alloc_, {N, D}, dtype_, MemCategory::activation);  // [N, D]
   ops::linear_backward_input(*h.logits, params_.param(head_), *dh);
   if (params_.is_trained(head_)) {
@@ -251,40 +280,34 @@ void LlamaModel::backward(double loss_scale, bool split_weight_grads, const Grad
   }
   h.logits = OwnedTensor();
   OwnedTensor dx(*alloc_, {N, D}, dtype_, MemCategory::activation);  // [N, D]
-  ops::rmsnorm_backward_input(*dh, *h.x_last, params_.param(final_norm_), *h.rstd, *dx);
+  ops::rmsnorm_backward_input(*dh, h.x_last, params_.param(final_norm_), *h.rstd, *dx);
+  hooks_.call_done(head_site, ParamPass::backward);
   if (params_.is_trained(final_norm_)) {
     Tensor d_final_norm = params_.grad(final_norm_);
-    ops::rmsnorm_backward_weight(*dh, *h.x_last, *h.rstd, d_final_norm);
+    ops::rmsnorm_backward_weight(*dh, h.x_last, *h.rstd, d_final_norm);
   }
   dh = OwnedTensor();
-  const Tensor tokens = h.tokens;
-  head_ctx_.reset();
+  m.head.reset();
   // A tied head's gradient is final only after the embedding's part.
   report_trained(params_, {final_norm_, config_.tie_embeddings ? -1 : head_}, ready);
 
-  for (size_t i = blocks_.size(); i-- > 0;) {
-    LlamaBlock& block = *blocks_[i];
-    if (!block.active()) continue;
-    const bool trained = block.trained();
-    dx = block.backward_input(std::move(dx), *rope_cos_, *rope_sin_, trained, *alloc_);
-    if (trained && !split_weight_grads) {
-      block.backward_weight();
-      report_block(params_, block, ready);
-    }
-  }
+  dx.view = dx->view({shape.batch, shape.seq, D});  // [B, T, D], as the stream
+  dx = trunk_->backward(m.trunk, std::move(dx), split_weight_grads, ready, *alloc_);
   if (params_.is_trained(embed_)) {
     Tensor d_embed = params_.grad(embed_);
-    ops::embedding_backward_weight(tokens.view({N}), *dx, d_embed);
+    ops::embedding_backward_weight(m.tokens.view({N}), dx->view({N, D}), d_embed);
   }
   report_trained(params_, {embed_}, ready);
+  dx = OwnedTensor();
+  if (!split_weight_grads) in_flight_.erase(it);
 }
 
-void LlamaModel::backward_weight(const GradsReady& ready) {
-  for (size_t i = blocks_.size(); i-- > 0;)
-    if (blocks_[i]->active() && blocks_[i]->trained()) {
-      blocks_[i]->backward_weight();
-      report_block(params_, *blocks_[i], ready);
-    }
+void LlamaModel::backward_weight(const GradsReady& ready, int micro_batch) {
+  auto it = in_flight_.find(micro_batch);
+  SDP_CHECK(it != in_flight_.end() && it->second.trunk.backward_started, "backward_weight() of micro-batch ",
+            micro_batch, " needs backward(split_weight_grads = true) of it first");
+  trunk_->backward_weight(it->second.trunk, ready, *alloc_);
+  in_flight_.erase(it);
 }
 
 void LlamaModel::logits(const Tensor& tokens, Tensor& out) {
@@ -293,12 +316,16 @@ void LlamaModel::logits(const Tensor& tokens, Tensor& out) {
   const BatchShape shape{tokens.size(0), tokens.size(1)};
   const int64_t N = shape.tokens(), D = config_.dim, V = config_.vocab;
   expect_shape(out, {shape.batch, shape.seq, V}, "logits", "out");
-  OwnedTensor x = run_trunk(tokens, shape, false);
+  TrunkContext trunk;
+  const Tensor x = run_trunk(tokens, shape, false, trunk);
+  const int head_site = site_count() - 1;
+  hooks_.call_needed(head_site, ParamPass::forward);
   OwnedTensor rstd(*alloc_, {N}, accum_dtype(dtype_), MemCategory::workspace);  // [N]
   OwnedTensor h(*alloc_, {N, D}, dtype_, MemCategory::workspace);     // [N, D]
-  ops::rmsnorm_forward(*x, params_.param(final_norm_), config_.norm_eps, *h, *rstd);
+  ops::rmsnorm_forward(x, params_.param(final_norm_), config_.norm_eps, *h, *rstd);
   Tensor out2 = out.view({N, V});
   ops::linear_forward(*h, params_.param(head_), out2);
+  hooks_.call_done(head_site, ParamPass::forward);
 }
 
 size_t LlamaModel::saved_activation_bytes(const BatchShape& shape) const {
@@ -308,8 +335,12 @@ size_t LlamaModel::saved_activation_bytes(const BatchShape& shape) const {
   auto bytes = [&](int64_t numel) { return alloc_->rounded(static_cast<size_t>(numel) * e); };
   auto stat_bytes = [&](int64_t numel) { return alloc_->rounded(static_cast<size_t>(numel) * es); };
   size_t total = 0;
-  for (const auto& block : blocks_)
-    if (block->active()) total += block->saved_activation_bytes(shape, dtype_, *alloc_);
+  for (const auto& block : blocks_) {
+    if (!block->runs()) continue;
+    total += bytes(N * config_.dim);  // its input, a stream entry
+    if (!trunk_->checkpointed(block->index()))
+      total += block->saved_context_bytes(shape, dtype_, *alloc_);
+  }
   // Last block output, final norm (rstd, h), logits, lse.
   total += 2 * bytes(N * config_.dim) + 2 * stat_bytes(N) + bytes(N * config_.vocab);
   return total;

@@ -8,6 +8,7 @@
 // component: block granularity gives group 0 = shared (embedding, final
 // norm, head) and group 1 + b = block b.
 #include <functional>
+#include <map>
 #include <memory>
 #include <optional>
 #include <span>
@@ -17,6 +18,7 @@
 #include "models/common/component.h"
 #include "models/common/model.h"
 #include "models/common/parameter_set.h"
+#include "models/common/trunk.h"
 #include "models/llama/llama_block.h"
 #include "models/llama/llama_config.h"
 
@@ -58,35 +60,62 @@ class LlamaModel final : public Model {
   // Storage group of block b's component (block granularity).
   int block_group(int b) const;
 
-  // Forward of one micro-batch, keeping activations for backward.
-  // tokens, targets [B, T] i32 (targets < 0 are ignored). Returns the summed
-  // loss over valid targets (NaN on meta) and sets valid_targets().
-  // With keep_for_backward = false (evaluation) each block's activations are
-  // freed as soon as the next block has consumed them.
-  double forward(const Tensor& tokens, const Tensor& targets,
-                 bool keep_for_backward = true) override;
+  // Forward of one micro-batch, keeping activations for backward (under
+  // `micro_batch`, model.h). tokens, targets [B, T] i32 (targets < 0 are
+  // ignored). Returns the summed loss over valid targets (NaN on meta) and
+  // sets valid_targets(). With keep_for_backward = false (evaluation) each
+  // block's activations are freed as soon as the next block has consumed
+  // them, and no micro-batch's state is touched.
+  double forward(const Tensor& tokens, const Tensor& targets, bool keep_for_backward = true,
+                 int micro_batch = 0) override;
   int64_t valid_targets() const override { return valid_targets_; }
-  // Backward of the last forward. loss_scale multiplies each token's loss
-  // (e.g. 1 / tokens in the global batch). Weight gradients of the trained
-  // parameters accumulate into params().grad(); held but untrained ones
-  // (backward masking) get none, and no work is spent on them. With
-  // split_weight_grads, blocks keep what they need and the caller runs
-  // backward_weight() later (2BP). `ready`, when set, hears of every
-  // trained parameter once its gradient is final, in the order backward
-  // finishes them (head, then blocks from last to first, then embedding).
-  void backward(double loss_scale, bool split_weight_grads = false,
-                const GradsReady& ready = {}) override;
+  // Backward of micro-batch `micro_batch`'s forward. loss_scale multiplies
+  // each token's loss (e.g. 1 / tokens in the global batch). Weight
+  // gradients of the trained parameters accumulate into params().grad();
+  // held but untrained ones (backward masking) get none, and no work is
+  // spent on them. With split_weight_grads, blocks keep what they need and
+  // the caller runs backward_weight() later (2BP). `ready`, when set,
+  // hears of every trained parameter once its gradient is final, in the
+  // order backward finishes them (head, then blocks from last to first,
+  // then embedding).
+  void backward(double loss_scale, bool split_weight_grads = false, const GradsReady& ready = {},
+                int micro_batch = 0) override;
   // Deferred weight gradients of every block still holding them.
-  void backward_weight(const GradsReady& ready = {}) override;
+  void backward_weight(const GradsReady& ready = {}, int micro_batch = 0) override;
   // Inference forward: logits [B, T, V]; saves nothing.
   void logits(const Tensor& tokens, Tensor& out);
 
+  // Sites (model.h): 0 embedding, 1 + b block b, L + 1 final norm and head.
+  int site_count() const override { return config_.n_layers + 2; }
+  std::vector<int> site_params(int site) const override;
+  void set_param_hooks(ParamHooks hooks) override { hooks_ = std::move(hooks); }
+  void set_recompute(const RecomputePolicy& policy) override { trunk_->set_recompute(policy); }
+  const RecomputePolicy& recompute() const { return trunk_->recompute(); }
+  // Micro-batches whose training forward is kept (until their backward).
+  size_t micro_batches_in_flight() const { return in_flight_.size(); }
+
   // Bytes forward() keeps alive until backward, for a micro-batch shape,
-  // with the components held here.
+  // with the components held here and the recompute policy (a checkpointed
+  // block keeps only its input).
   size_t saved_activation_bytes(const BatchShape& shape) const;
 
  private:
-  OwnedTensor run_trunk(const Tensor& tokens, const BatchShape& shape, bool save);
+  struct HeadContext {  // saved by forward for the loss backward
+    BatchShape shape;
+    Tensor tokens, targets;
+    Tensor x_last;                       // [N, D], the trunk's output entry
+    OwnedTensor rstd, h, logits, lse;
+  };
+  struct MicroBatch {
+    TrunkContext trunk;
+    std::optional<HeadContext> head;
+    Tensor tokens;                       // [B, T], for the embedding gradient
+  };
+
+  // Embedding and blocks (through the trunk); returns the trunk's output
+  // [N, D] (a view of its last stream entry).
+  Tensor run_trunk(const Tensor& tokens, const BatchShape& shape, bool train, TrunkContext& trunk);
+  void check_site(int site) const;
 
   void declare_parameters();
 
@@ -95,17 +124,14 @@ class LlamaModel final : public Model {
   std::vector<Component> components_;
   ParameterSet params_;
   int embed_ = -1, final_norm_ = -1, head_ = -1;
+  RopeTables rope_;
   std::vector<std::unique_ptr<LlamaBlock>> blocks_;
+  std::unique_ptr<Trunk> trunk_;
+  ParamHooks hooks_;
   Allocator* alloc_ = nullptr;
   DType dtype_ = DType::f32;
-  OwnedTensor rope_cos_, rope_sin_;  // [max_seq, Dh/2]
 
-  struct HeadContext {  // saved by forward for the loss backward
-    BatchShape shape;
-    Tensor tokens, targets;
-    OwnedTensor x_last, rstd, h, logits, lse;
-  };
-  std::optional<HeadContext> head_ctx_;
+  std::map<int, MicroBatch> in_flight_;
   int64_t valid_targets_ = 0;
 };
 

@@ -52,11 +52,15 @@ void conv_backward_weight(const Tensor& dy, const Tensor& x, const Conv2dGeometr
 }
 
 void batchnorm(const ParameterSet& p, const BatchNormParams& bn, const BatchNormSettings& s,
-               const Tensor& x, Tensor& y, bool train, Tensor* mean, Tensor* invstd) {
-  if (train) {
+               const Tensor& x, Tensor& y, BlockMode mode, Tensor* mean, Tensor* invstd) {
+  if (mode == BlockMode::train) {
     Tensor running_mean = p.param(bn.running_mean), running_var = p.param(bn.running_var);
     ops::batchnorm_forward_train(x, p.param(bn.weight), p.param(bn.bias), s.eps, s.momentum, y,
                                  *mean, *invstd, running_mean, running_var);
+  } else if (mode == BlockMode::recompute) {
+    // The running statistics moved in the first forward already.
+    ops::batchnorm_forward_batch_stats(x, p.param(bn.weight), p.param(bn.bias), s.eps, y, *mean,
+                                       *invstd);
   } else {
     ops::batchnorm_forward_eval(x, p.param(bn.weight), p.param(bn.bias), p.param(bn.running_mean),
                                 p.param(bn.running_var), s.eps, y);
@@ -91,20 +95,28 @@ bool BasicBlock::branch_active() const {
   return false;
 }
 
+bool BasicBlock::runs() const { return branch_active() || ids_.shortcut_conv >= 0; }
+
+BasicBlock::Context& BasicBlock::context_of(BlockContext& c) const {
+  auto* ctx = dynamic_cast<Context*>(&c);
+  SDP_CHECK(ctx, "block ", index_, ": the context is not a basic block's");
+  return *ctx;
+}
+
 bool BasicBlock::trained() const {
   for (const ChannelGroupParams& g : ids_.groups)
     if (params_.is_trained(g.conv1)) return true;
   return params_.is_trained(ids_.bn2.weight) || trained_id(params_, ids_.shortcut_conv);
 }
 
-OwnedTensor BasicBlock::forward(const Tensor& x, bool train, Allocator& alloc) {
+TrunkBlock::Forward BasicBlock::forward(const Tensor& x, BlockMode mode, Allocator& alloc) {
+  const bool train = mode != BlockMode::eval;  // batch statistics, a context
   SDP_CHECK(x.ndim() == 4 && x.size(1) == shape_.in_channels, "block ", index_, ": input ",
             x.describe(), " must be [B, ", shape_.in_channels, ", H, W]");
   const int64_t B = x.size(0), Cout = shape_.out_channels;
   const int64_t Ho = conv1_geometry().out_size(x.size(2)), Wo = conv1_geometry().out_size(x.size(3));
   const DType dt = x.dtype(), st = accum_dtype(dt);
   Saved sv;
-  sv.x = x;
   OwnedTensor y(alloc, {B, Cout, Ho, Wo}, dt, kSaved);  // [B, Cout, Ho, Wo]
 
   const bool branch = branch_active();
@@ -125,7 +137,7 @@ OwnedTensor BasicBlock::forward(const Tensor& x, bool train, Allocator& alloc) {
         gs.mean = OwnedTensor(alloc, {c}, st, kSaved);
         gs.invstd = OwnedTensor(alloc, {c}, st, kSaved);
       }
-      layers::batchnorm(params_, g.bn1, bn_, *gs.a, *gs.z, train, &*gs.mean, &*gs.invstd);
+      layers::batchnorm(params_, g.bn1, bn_, *gs.a, *gs.z, mode, &*gs.mean, &*gs.invstd);
       ops::relu_forward(*gs.z, *gs.z);
       if (!train) gs.a = OwnedTensor();
       layers::conv_forward(*gs.z, params_.param(g.conv2), conv2_geometry(), *sv.o, alloc,
@@ -137,7 +149,7 @@ OwnedTensor BasicBlock::forward(const Tensor& x, bool train, Allocator& alloc) {
       sv.o_mean = OwnedTensor(alloc, {Cout}, st, kSaved);
       sv.o_invstd = OwnedTensor(alloc, {Cout}, st, kSaved);
     }
-    layers::batchnorm(params_, ids_.bn2, bn_, *sv.o, *y, train, &*sv.o_mean, &*sv.o_invstd);
+    layers::batchnorm(params_, ids_.bn2, bn_, *sv.o, *y, mode, &*sv.o_mean, &*sv.o_invstd);
     if (!train) sv.o = OwnedTensor();
   }
 
@@ -150,11 +162,11 @@ OwnedTensor BasicBlock::forward(const Tensor& x, bool train, Allocator& alloc) {
     }
     if (branch) {
       OwnedTensor sb(alloc, {B, Cout, Ho, Wo}, dt, MemCategory::workspace);  // bn_s(s)
-      layers::batchnorm(params_, ids_.shortcut_bn, bn_, *sv.s, *sb, train, &*sv.s_mean,
+      layers::batchnorm(params_, ids_.shortcut_bn, bn_, *sv.s, *sb, mode, &*sv.s_mean,
                         &*sv.s_invstd);
       ops::accumulate(*y, *sb);
     } else {
-      layers::batchnorm(params_, ids_.shortcut_bn, bn_, *sv.s, *y, train, &*sv.s_mean,
+      layers::batchnorm(params_, ids_.shortcut_bn, bn_, *sv.s, *y, mode, &*sv.s_mean,
                         &*sv.s_invstd);
     }
     if (!train) sv.s = OwnedTensor();
@@ -163,14 +175,23 @@ OwnedTensor BasicBlock::forward(const Tensor& x, bool train, Allocator& alloc) {
     ops::accumulate(*y, x);
   }
   ops::relu_forward(*y, *y);
-  sv.y = *y;
-  if (train) saved_ = std::move(sv);
-  return y;
+  Forward out;
+  out.y = std::move(y);
+  if (train) {
+    auto ctx = std::make_unique<Context>();
+    ctx->saved = std::move(sv);
+    out.saved = std::move(ctx);
+  }
+  return out;
 }
 
-OwnedTensor BasicBlock::backward_input(OwnedTensor dy, bool keep_for_weights, Allocator& alloc) {
-  SDP_CHECK(saved_, "block ", index_, ": backward_input() without a training forward()");
-  Saved& sv = *saved_;
+OwnedTensor BasicBlock::backward_input(BlockContext& saved, const Tensor& x, const Tensor* y,
+                                       OwnedTensor dy, bool keep_for_weights, Allocator& alloc) {
+  Context& ctx = context_of(saved);
+  SDP_CHECK(ctx.saved && !ctx.kept, "block ", index_,
+            ": backward_input() needs a training forward (once)");
+  SDP_CHECK(y != nullptr, "block ", index_, ": backward_input() needs the block's output");
+  Saved& sv = *ctx.saved;
   const DType dt = dy->dtype();
   const Shape out_shape = dy->shape();  // [B, Cout, Ho, Wo]
   Kept kept;
@@ -183,7 +204,7 @@ OwnedTensor BasicBlock::backward_input(OwnedTensor dy, bool keep_for_weights, Al
   };
 
   // Through the output ReLU, in place: dy becomes the gradient of the sum.
-  ops::relu_backward_input(*dy, sv.y, *dy);
+  ops::relu_backward_input(*dy, *y, *dy);
   const bool branch = static_cast<bool>(sv.o);
   if (branch) {
     kept.d_o = OwnedTensor(alloc, out_shape, dt, kSaved);  // [B, Cout, Ho, Wo]
@@ -200,7 +221,7 @@ OwnedTensor BasicBlock::backward_input(OwnedTensor dy, bool keep_for_weights, Al
     bn_weight_grads(ids_.shortcut_bn, *dy, *sv.s, sv.s_mean, sv.s_invstd);
     sv.s = OwnedTensor();
     dy = OwnedTensor();
-    dx = OwnedTensor(alloc, sv.x.shape(), dt, kSaved);
+    dx = OwnedTensor(alloc, x.shape(), dt, kSaved);
     layers::conv_backward_input(*kept.ds, p.param(ids_.shortcut_conv), shortcut_geometry(), *dx,
                                 alloc);
     if (!keep_for_weights || !trained_id(p, ids_.shortcut_conv)) kept.ds = OwnedTensor();
@@ -228,17 +249,18 @@ OwnedTensor BasicBlock::backward_input(OwnedTensor dy, bool keep_for_weights, Al
     conv2_trained |= p.is_trained(ids_.groups[static_cast<size_t>(gs.group)].conv2);
   if (!keep_for_weights || !conv2_trained) kept.d_o = OwnedTensor();
   if (keep_for_weights) {
-    kept_ = std::move(kept);
+    ctx.kept = std::move(kept);
   } else {
-    release();
+    ctx.saved.reset();
   }
   return dx;
 }
 
-void BasicBlock::backward_weight(Allocator& alloc) {
-  SDP_CHECK(saved_ && kept_, "block ", index_, ": backward_weight() without backward_input()");
-  Saved& sv = *saved_;
-  Kept& k = *kept_;
+void BasicBlock::backward_weight(BlockContext& saved, const Tensor& x, Allocator& alloc) {
+  Context& ctx = context_of(saved);
+  SDP_CHECK(ctx.saved && ctx.kept, "block ", index_, ": backward_weight() without backward_input()");
+  Saved& sv = *ctx.saved;
+  Kept& k = *ctx.kept;
   for (size_t i = 0; i < sv.groups.size(); ++i) {
     GroupSaved& gs = sv.groups[i];
     const ChannelGroupParams& g = ids_.groups[static_cast<size_t>(gs.group)];
@@ -247,19 +269,15 @@ void BasicBlock::backward_weight(Allocator& alloc) {
     layers::conv_backward_weight(*k.d_o, *gs.z, conv2_geometry(), dw2, alloc);
     gs.z = OwnedTensor();
     Tensor dw1 = params_.grad(g.conv1);
-    layers::conv_backward_weight(*k.da[i], sv.x, conv1_geometry(), dw1, alloc);
+    layers::conv_backward_weight(*k.da[i], x, conv1_geometry(), dw1, alloc);
     k.da[i] = OwnedTensor();
   }
   if (k.ds) {
     Tensor dws = params_.grad(ids_.shortcut_conv);
-    layers::conv_backward_weight(*k.ds, sv.x, shortcut_geometry(), dws, alloc);
+    layers::conv_backward_weight(*k.ds, x, shortcut_geometry(), dws, alloc);
   }
-  release();
-}
-
-void BasicBlock::release() {
-  saved_.reset();
-  kept_.reset();
+  ctx.saved.reset();
+  ctx.kept.reset();
 }
 
 }  // namespace sdp::resnet

@@ -13,7 +13,9 @@
 // already a ReLU output): the residual stream passes through, and a
 // downsampling block's shared shortcut still changes its shape.
 //
-// Backward is split like every layer: backward_input() computes the
+// The block is a TrunkBlock (models/common/trunk.h): the trunk owns its
+// input and output (residual stream entries) and the context its forward
+// saves. Backward is split like every layer: backward_input() computes the
 // gradient of the block's input and, for trained parameters, the cheap
 // BatchNorm weight gradients, keeping the convolutions' output gradients;
 // backward_weight() computes the convolution weight gradients (+=) later or
@@ -25,6 +27,7 @@
 #include "engine/core/tensor.h"
 #include "kernels/ops.h"
 #include "models/common/parameter_set.h"
+#include "models/common/trunk.h"
 
 namespace sdp::resnet {
 
@@ -58,7 +61,7 @@ struct BatchNormSettings {
   double eps = 1e-5, momentum = 0.1;
 };
 
-class BasicBlock {
+class BasicBlock final : public TrunkBlock {
  public:
   // `bn` is the model's: it outlives the block, and the model may change
   // its momentum (statistics recalibration).
@@ -66,24 +69,31 @@ class BasicBlock {
              int index, BasicBlockParams ids);
   const BasicBlockParams& ids() const { return ids_; }
   const BasicBlockShape& shape() const { return shape_; }
-  int index() const { return index_; }
+  int index() const override { return index_; }
   // Whether any channel group is held here (the branch runs) and whether any
   // of the block's own parameters (groups, bn2) gets gradients here.
   bool branch_active() const;
   bool trained() const;
 
-  // x [B, Cin, H, W] -> y [B, Cout, H/s, W/s]. The model owns both (the
-  // residual stream) and keeps them alive until this block's backward is
-  // done: the block keeps views of them (x for the weight gradients, y for
-  // the output ReLU's backward). train = false is evaluation: BatchNorm
-  // uses its running statistics and nothing is kept.
-  OwnedTensor forward(const Tensor& x, bool train, Allocator& alloc);
-  // dy [B, Cout, Ho, Wo] -> dx [B, Cin, H, W]. With keep_for_weights the
-  // convolutions' output gradients are kept until backward_weight().
-  OwnedTensor backward_input(OwnedTensor dy, bool keep_for_weights, Allocator& alloc);
-  void backward_weight(Allocator& alloc);
-  // Frees everything forward saved.
-  void release();
+  // The block runs unless it is an identity block without a held group
+  // (the residual stream passes through).
+  bool runs() const override;
+  bool trains() const override { return trained(); }
+  std::vector<int> param_ids() const override { return ids_.trainable(); }
+  bool backward_reads_output() const override { return true; }  // the output ReLU
+
+  // x [B, Cin, H, W] -> y [B, Cout, H/s, W/s]. train: BatchNorm with batch
+  // statistics, moving the running ones; recompute: the same batch
+  // statistics (computed again from the same input, so equal to the first
+  // forward's), the running ones untouched; eval: running statistics, and
+  // nothing is kept.
+  Forward forward(const Tensor& x, BlockMode mode, Allocator& alloc) override;
+  // dy [B, Cout, Ho, Wo] -> dx [B, Cin, H, W]; y is the block's output.
+  // With keep_for_weights the convolutions' output gradients are kept
+  // until backward_weight().
+  OwnedTensor backward_input(BlockContext& saved, const Tensor& x, const Tensor* y,
+                             OwnedTensor dy, bool keep_for_weights, Allocator& alloc) override;
+  void backward_weight(BlockContext& saved, const Tensor& x, Allocator& alloc) override;
 
  private:
   struct GroupSaved {  // one held channel group; c = its channels
@@ -93,17 +103,20 @@ class BasicBlock {
     OwnedTensor mean, invstd;           // bn1 batch statistics [c]
   };
   struct Saved {
-    Tensor x;                           // input [B, Cin, H, W] (owned by the model)
     std::vector<GroupSaved> groups;
     OwnedTensor o, o_mean, o_invstd;    // conv2 output (sum of groups) [B, Cout, Ho, Wo]; bn2 stats [Cout]
     OwnedTensor s, s_mean, s_invstd;    // shortcut conv output [B, Cout, Ho, Wo]; its bn stats
-    Tensor y;                           // block output [B, Cout, Ho, Wo] (owned by the model)
   };
   struct Kept {  // output gradients of the convolutions, for backward_weight
     std::vector<OwnedTensor> da;        // conv1 of each held trained group [B, c, Ho, Wo]
     OwnedTensor d_o;                    // conv2 [B, Cout, Ho, Wo]
     OwnedTensor ds;                     // shortcut conv [B, Cout, Ho, Wo]
   };
+  struct Context final : BlockContext {
+    std::optional<Saved> saved;
+    std::optional<Kept> kept;
+  };
+  Context& context_of(BlockContext& c) const;
 
   Conv2dGeometry conv1_geometry() const { return {3, shape_.stride, 1}; }
   Conv2dGeometry conv2_geometry() const { return {3, 1, 1}; }
@@ -114,8 +127,6 @@ class BasicBlock {
   ParameterSet& params_;
   int index_;
   BasicBlockParams ids_;
-  std::optional<Saved> saved_;
-  std::optional<Kept> kept_;
 };
 
 // Shared helpers of the ResNet layers (stem, blocks): one convolution with
@@ -130,9 +141,11 @@ void conv_backward_weight(const Tensor& dy, const Tensor& x, const Conv2dGeometr
                           Allocator& alloc);
 // Output shape of a convolution of x with w.
 Shape conv_output_shape(const Shape& x, const Shape& w, const Conv2dGeometry& g);
-// Training (saves mean / invstd into the given [C] tensors) or evaluation.
+// Training (batch statistics saved into the given [C] tensors, running
+// statistics moved), recompute (the same, running statistics untouched) or
+// evaluation (running statistics; mean, invstd unused).
 void batchnorm(const ParameterSet& p, const BatchNormParams& bn, const BatchNormSettings& s,
-               const Tensor& x, Tensor& y, bool train, Tensor* mean, Tensor* invstd);
+               const Tensor& x, Tensor& y, BlockMode mode, Tensor* mean, Tensor* invstd);
 }  // namespace layers
 
 }  // namespace sdp::resnet

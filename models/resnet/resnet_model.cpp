@@ -183,9 +183,14 @@ void ResNetModel::declare_parameters() {
              " does not belong to a ResNet");
     }
   }
-  for (size_t b = 0; b < sites.size(); ++b)
+  std::vector<TrunkBlock*> trunk_blocks;
+  for (size_t b = 0; b < sites.size(); ++b) {
     blocks_.push_back(std::make_unique<BasicBlock>(sites[b].shape, bn_, params_,
                                                    static_cast<int>(b), std::move(blocks[b])));
+    trunk_blocks.push_back(blocks_.back().get());
+  }
+  trunk_ = std::make_unique<Trunk>(params_, std::move(trunk_blocks));
+  trunk_->set_hooks(&hooks_);
 }
 
 void ResNetModel::materialize(Allocator& alloc, DType dtype, const std::vector<bool>& held,
@@ -194,46 +199,54 @@ void ResNetModel::materialize(Allocator& alloc, DType dtype, const std::vector<b
   alloc_ = &alloc;
   dtype_ = dtype;
   params_.materialize(alloc, dtype, held, trained, shards);
+  in_flight_.clear();
 }
 
-bool ResNetModel::block_runs(size_t b) const {
-  return blocks_[b]->branch_active() || blocks_[b]->ids().shortcut_conv >= 0;
+bool ResNetModel::block_runs(size_t b) const { return blocks_[b]->runs(); }
+
+void ResNetModel::check_site(int site) const {
+  if (site < 0 || site >= site_count())
+    fail("site ", site, " is not a site of model ", config_.name, " (valid: 0 .. ", site_count() - 1,
+         ")");
 }
 
-Tensor ResNetModel::run_trunk(const Tensor& images, bool train) {
+std::vector<int> ResNetModel::site_params(int site) const {
+  check_site(site);
+  if (site == 0) return {stem_conv_, stem_bn_.weight, stem_bn_.bias};
+  if (site == site_count() - 1) return {fc_weight_, fc_bias_};
+  std::vector<int> ids;
+  for (int id : blocks_[static_cast<size_t>(site - 1)]->param_ids())
+    if (id >= 0) ids.push_back(id);
+  return ids;
+}
+
+Tensor ResNetModel::run_trunk(const Tensor& images, bool train, MicroBatch& m) {
   Allocator& alloc = *alloc_;
   const int64_t B = images.size(0), H = images.size(2), W = images.size(3);
   const int64_t C0 = config_.widths[0];
   const DType st = accum_dtype(dtype_);
-  const BatchNormSettings& bn = bn_;
-  stream_.clear();
-  ran_.clear();
+  const BlockMode mode = train ? BlockMode::train : BlockMode::eval;
 
   StemSaved stem;
   stem.images = images;
+  hooks_.call_needed(0, ParamPass::forward);
   stem.a = OwnedTensor(alloc, {B, C0, H, W}, dtype_, kSaved);  // stem conv output
   layers::conv_forward(images, params_.param(stem_conv_), {3, 1, 1}, *stem.a, alloc);
-  OwnedTensor h(alloc, {B, C0, H, W}, dtype_, kSaved);  // relu(bn(a)): stream_[0]
+  OwnedTensor h(alloc, {B, C0, H, W}, dtype_, kSaved);  // relu(bn(a)): stream entry 0
   if (train) {
     stem.mean = OwnedTensor(alloc, {C0}, st, kSaved);
     stem.invstd = OwnedTensor(alloc, {C0}, st, kSaved);
   }
-  layers::batchnorm(params_, stem_bn_, bn, *stem.a, *h, train, &*stem.mean, &*stem.invstd);
+  layers::batchnorm(params_, stem_bn_, bn_, *stem.a, *h, mode, &*stem.mean, &*stem.invstd);
+  hooks_.call_done(0, ParamPass::forward);
   ops::relu_forward(*h, *h);
-  if (train) stem_ = std::move(stem);
-  stream_.push_back(std::move(h));
-
-  for (size_t b = 0; b < blocks_.size(); ++b) {
-    if (!block_runs(b)) continue;  // the residual stream passes an absent identity block
-    OwnedTensor y = blocks_[b]->forward(*stream_.back(), train, alloc);
-    if (!train) stream_.clear();  // evaluation keeps only the newest stage
-    stream_.push_back(std::move(y));
-    ran_.push_back(b);
-  }
-  return *stream_.back();
+  if (train) m.stem = std::move(stem);
+  // The stem's backward reads its output (the ReLU): the trunk keeps it.
+  return trunk_->forward(m.trunk, std::move(h), train, /*keep_input=*/train, alloc);
 }
 
-double ResNetModel::forward(const Tensor& images, const Tensor& labels, bool keep_for_backward) {
+double ResNetModel::forward(const Tensor& images, const Tensor& labels, bool keep_for_backward,
+                            int micro_batch) {
   SDP_CHECK(alloc_, "materialize() the model before forward()");
   if (images.ndim() != 4 || images.size(1) != config_.in_channels)
     fail("forward: images must be [batch, ", config_.in_channels, ", height, width], got ",
@@ -243,17 +256,21 @@ double ResNetModel::forward(const Tensor& images, const Tensor& labels, bool kee
   expect_dtype(labels, DType::i32, "forward", "labels");
   const int64_t B = images.size(0), C = config_.widths[3], K = config_.num_classes;
   const DType st = accum_dtype(dtype_);
-  stem_.reset();
-  head_.reset();
+  // A new training forward of a micro-batch replaces what it kept before.
+  if (keep_for_backward) in_flight_.erase(micro_batch);
 
-  const Tensor last = run_trunk(images, keep_for_backward);  // [B, C, h, w]
+  MicroBatch m;
+  const Tensor last = run_trunk(images, keep_for_backward, m);  // [B, C, h, w]
   HeadSaved hs;
   hs.labels = labels;
+  const int head_site = site_count() - 1;
+  hooks_.call_needed(head_site, ParamPass::forward);
   hs.pooled = OwnedTensor(*alloc_, {B, C}, dtype_, kSaved);
   ops::global_avg_pool_forward(last, *hs.pooled);
   hs.logits = OwnedTensor(*alloc_, {B, K}, dtype_, kSaved);
   ops::linear_forward(*hs.pooled, params_.param(fc_weight_), *hs.logits);
   ops::bias_add_forward(*hs.logits, params_.param(fc_bias_));
+  hooks_.call_done(head_site, ParamPass::forward);
   hs.lse = OwnedTensor(*alloc_, {B}, st, kSaved);
   OwnedTensor losses(*alloc_, {B}, st, MemCategory::workspace);  // [B]
   ops::cross_entropy_forward(*hs.logits, labels, *losses, *hs.lse);
@@ -267,10 +284,8 @@ double ResNetModel::forward(const Tensor& images, const Tensor& labels, bool kee
     total = ops::sum(*losses);
   }
   if (keep_for_backward) {
-    head_ = std::move(hs);
-  } else {
-    stream_.clear();
-    ran_.clear();
+    m.head = std::move(hs);
+    in_flight_.emplace(micro_batch, std::move(m));
   }
   return total;
 }
@@ -283,78 +298,65 @@ void ResNetModel::report(const std::vector<int>& ids, const GradsReady& ready) c
   if (!trained.empty()) ready(trained);
 }
 
-void ResNetModel::backward(double loss_scale, bool split_weight_grads, const GradsReady& ready) {
-  SDP_CHECK(head_ && stem_, "backward() without a preceding training forward()");
+void ResNetModel::backward(double loss_scale, bool split_weight_grads, const GradsReady& ready,
+                           int micro_batch) {
+  auto it = in_flight_.find(micro_batch);
+  SDP_CHECK(it != in_flight_.end() && it->second.head && it->second.stem, "backward() of micro-batch ",
+            micro_batch, " without a preceding training forward() of it");
   SDP_CHECK(params_.has_grads(), "backward() needs allocated gradients (allocate_grads())");
   Allocator& alloc = *alloc_;
-  HeadSaved& h = *head_;
+  MicroBatch& m = it->second;
+  HeadSaved& h = *m.head;
+  const int head_site = site_count() - 1;
 
   // The logits' storage becomes their gradient.
   ops::cross_entropy_backward_input(*h.logits, h.labels, *h.lse, loss_scale, *h.logits);
+  hooks_.call_needed(head_site, ParamPass::backward);
   OwnedTensor dpooled(alloc, h.pooled->shape(), dtype_, kSaved);  // [B, C]
   ops::linear_backward_input(*h.logits, params_.param(fc_weight_), *dpooled);
+  hooks_.call_done(head_site, ParamPass::backward);
   if (params_.is_trained(fc_weight_)) {
     Tensor dw = params_.grad(fc_weight_), db = params_.grad(fc_bias_);
     ops::linear_backward_weight(*h.logits, *h.pooled, dw);
     ops::bias_backward_weight(*h.logits, db);
   }
   report({fc_weight_, fc_bias_}, ready);
-  head_.reset();
-  OwnedTensor dh(alloc, stream_.back()->shape(), dtype_, kSaved);  // [B, C, h, w]
+  m.head.reset();
+  OwnedTensor dh(alloc, m.trunk.output().shape(), dtype_, kSaved);  // [B, C, h, w]
   ops::global_avg_pool_backward_input(*dpooled, *dh);
   dpooled = OwnedTensor();
 
-  for (size_t r = ran_.size(); r-- > 0;) {
-    BasicBlock& block = *blocks_[ran_[r]];
-    const bool trained = block.trained();
-    dh = block.backward_input(std::move(dh), trained, alloc);
-    if (trained && !split_weight_grads) {
-      block.backward_weight(alloc);
-      report(block.ids().trainable(), ready);
-    }
-    // Block r's output has served its own backward and the next block's.
-    if (!split_weight_grads) stream_[r + 1] = OwnedTensor();
-  }
+  dh = trunk_->backward(m.trunk, std::move(dh), split_weight_grads, ready, alloc);
 
   // The stem: no gradient for the images, only its weights'.
-  StemSaved& stem = *stem_;
-  ops::relu_backward_input(*dh, *stream_[0], *dh);
+  StemSaved& stem = *m.stem;
+  ops::relu_backward_input(*dh, m.trunk.input(), *dh);
   if (params_.is_trained(stem_bn_.weight)) {
     Tensor dw = params_.grad(stem_bn_.weight), db = params_.grad(stem_bn_.bias);
     ops::batchnorm_backward_weight(*dh, *stem.a, *stem.mean, *stem.invstd, dw, db);
   }
   if (params_.is_trained(stem_conv_)) {
+    hooks_.call_needed(0, ParamPass::backward);
     ops::batchnorm_backward_input(*dh, *stem.a, params_.param(stem_bn_.weight), *stem.mean,
                                   *stem.invstd, *dh);
+    hooks_.call_done(0, ParamPass::backward);
     Tensor dw = params_.grad(stem_conv_);
     layers::conv_backward_weight(*dh, stem.images, {3, 1, 1}, dw, alloc);
   }
   report({stem_conv_, stem_bn_.weight, stem_bn_.bias}, ready);
-  stem_.reset();
+  m.stem.reset();
   dh = OwnedTensor();
-  if (!split_weight_grads) {
-    stream_.clear();
-    ran_.clear();
-  }
+  trunk_->release_input(m.trunk);
+  if (!split_weight_grads) in_flight_.erase(it);
 }
 
-void ResNetModel::backward_weight(const GradsReady& ready) {
-  for (size_t r = ran_.size(); r-- > 0;) {
-    BasicBlock& block = *blocks_[ran_[r]];
-    if (!block.trained()) continue;
-    block.backward_weight(*alloc_);
-    report(block.ids().trainable(), ready);
-  }
-  stream_.clear();
-  ran_.clear();
-}
-
-void ResNetModel::release_saved() {
-  stem_.reset();
-  head_.reset();
-  for (auto& block : blocks_) block->release();
-  stream_.clear();
-  ran_.clear();
+void ResNetModel::backward_weight(const GradsReady& ready, int micro_batch) {
+  auto it = in_flight_.find(micro_batch);
+  SDP_CHECK(it != in_flight_.end() && it->second.trunk.backward_started,
+            "backward_weight() of micro-batch ", micro_batch,
+            " needs backward(split_weight_grads = true) of it first");
+  trunk_->backward_weight(it->second.trunk, ready, *alloc_);
+  in_flight_.erase(it);
 }
 
 void ResNetModel::recalibrate_statistics(const BatchFeed& next) {
@@ -368,12 +370,14 @@ void ResNetModel::recalibrate_statistics(const BatchFeed& next) {
     Tensor b = params_.param(id);
     ops::fill(b, d.init == InitKind::ones ? 1.0 : 0.0);
   }
+  // A key of its own: micro-batches in flight keep their state.
+  constexpr int kRecalibration = -1;
   const double momentum = bn_.momentum;
   Tensor images, labels;
   for (int k = 0; next(images, labels); ++k) {
     bn_.momentum = 1.0 / (k + 1);
-    forward(images, labels, /*keep_for_backward=*/true);
-    release_saved();
+    forward(images, labels, /*keep_for_backward=*/true, kRecalibration);
+    in_flight_.erase(kRecalibration);
   }
   bn_.momentum = momentum;
 }
@@ -382,13 +386,15 @@ void ResNetModel::logits(const Tensor& images, Tensor& out) {
   SDP_CHECK(alloc_, "materialize() the model before logits()");
   const int64_t B = images.size(0), C = config_.widths[3], K = config_.num_classes;
   expect_shape(out, {B, K}, "logits", "out");
-  const Tensor last = run_trunk(images, false);
+  MicroBatch m;
+  const Tensor last = run_trunk(images, false, m);
+  const int head_site = site_count() - 1;
+  hooks_.call_needed(head_site, ParamPass::forward);
   OwnedTensor pooled(*alloc_, {B, C}, dtype_, MemCategory::workspace);  // [B, C]
   ops::global_avg_pool_forward(last, *pooled);
   ops::linear_forward(*pooled, params_.param(fc_weight_), out);
   ops::bias_add_forward(out, params_.param(fc_bias_));
-  stream_.clear();
-  ran_.clear();
+  hooks_.call_done(head_site, ParamPass::forward);
 }
 
 }  // namespace sdp::resnet

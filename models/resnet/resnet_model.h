@@ -22,11 +22,13 @@
 //            and the matching input channels of conv2.
 // BatchNorm running statistics are buffers of the ParameterSet, stored with
 // the component they belong to (see Trainer for how ranks merge them).
+#include <map>
 #include <memory>
 #include <optional>
 #include <vector>
 
 #include "models/common/model.h"
+#include "models/common/trunk.h"
 #include "models/resnet/basic_block.h"
 #include "models/resnet/resnet_config.h"
 
@@ -57,42 +59,34 @@ class ResNetModel final : public Model {
 
   // images [B, C, H, W] in the model's dtype, labels [B] i32 (negative =
   // ignored). Training mode uses batch statistics and updates the running
-  // ones; keep_for_backward = false evaluates with the running statistics.
-  double forward(const Tensor& images, const Tensor& labels, bool keep_for_backward = true) override;
+  // ones; keep_for_backward = false evaluates with the running statistics
+  // and touches no micro-batch's state.
+  double forward(const Tensor& images, const Tensor& labels, bool keep_for_backward = true,
+                 int micro_batch = 0) override;
   int64_t valid_targets() const override { return valid_targets_; }
-  void backward(double loss_scale, bool split_weight_grads = false,
-                const GradsReady& ready = {}) override;
-  void backward_weight(const GradsReady& ready = {}) override;
+  void backward(double loss_scale, bool split_weight_grads = false, const GradsReady& ready = {},
+                int micro_batch = 0) override;
+  void backward_weight(const GradsReady& ready = {}, int micro_batch = 0) override;
   bool has_batch_statistics() const override { return true; }
   void recalibrate_statistics(const BatchFeed& next) override;
   // Class scores [B, num_classes] of an evaluation forward.
   void logits(const Tensor& images, Tensor& out);
+
+  // Sites (model.h): 0 the stem, 1 + b block b, L + 1 pooling and classifier.
+  int site_count() const override { return static_cast<int>(blocks_.size()) + 2; }
+  std::vector<int> site_params(int site) const override;
+  void set_param_hooks(ParamHooks hooks) override { hooks_ = std::move(hooks); }
+  // A checkpointed block's recomputation normalizes with the same batch
+  // statistics as its first forward and leaves the running ones alone.
+  void set_recompute(const RecomputePolicy& policy) override { trunk_->set_recompute(policy); }
+  const RecomputePolicy& recompute() const { return trunk_->recompute(); }
+  size_t micro_batches_in_flight() const { return in_flight_.size(); }
 
   // Which blocks run here: an identity block with no channel group held is
   // skipped (the residual stream passes through).
   bool block_runs(size_t b) const;
 
  private:
-  void declare_parameters();
-  BatchNormParams declare_bn(const std::string& prefix, int64_t channels, int group);
-  // The trunk: stem and blocks; returns the last block's output and, when
-  // training, keeps every stage of the residual stream for backward.
-  Tensor run_trunk(const Tensor& images, bool train);
-  void report(const std::vector<int>& ids, const GradsReady& ready) const;
-  // Drops everything a training forward kept.
-  void release_saved();
-
-  ResNetConfig config_;
-  BatchNormSettings bn_;  // read by every BatchNorm (the blocks hold a reference)
-  ModelLayout layout_;
-  std::vector<Component> components_;
-  ParameterSet params_;
-  int stem_conv_ = -1, fc_weight_ = -1, fc_bias_ = -1;
-  BatchNormParams stem_bn_;
-  std::vector<std::unique_ptr<BasicBlock>> blocks_;
-  Allocator* alloc_ = nullptr;
-  DType dtype_ = DType::f32;
-
   struct StemSaved {
     Tensor images;                 // [B, Cin, H, W] (the caller's)
     OwnedTensor a, mean, invstd;   // conv output [B, C0, H, W]; bn stats [C0]
@@ -102,12 +96,36 @@ class ResNetModel final : public Model {
     OwnedTensor logits, lse;       // [B, classes] (becomes its gradient), [B]
     Tensor labels;                 // [B]
   };
-  std::optional<StemSaved> stem_;
-  std::optional<HeadSaved> head_;
-  // The residual stream: stream_[0] the stem output, stream_[i + 1] the
-  // output of the i-th block that ran; kept until backward is done with it.
-  std::vector<OwnedTensor> stream_;
-  std::vector<size_t> ran_;        // blocks that ran, in order
+  // What a training forward keeps for its backward. The trunk's stream
+  // entry 0 is the stem output (kept for the stem's ReLU gradient).
+  struct MicroBatch {
+    std::optional<StemSaved> stem;
+    std::optional<HeadSaved> head;
+    TrunkContext trunk;
+  };
+
+  void declare_parameters();
+  BatchNormParams declare_bn(const std::string& prefix, int64_t channels, int group);
+  // The trunk: stem and blocks; returns the last block's output. Training
+  // keeps the stem's context and every stage of the residual stream in `m`.
+  Tensor run_trunk(const Tensor& images, bool train, MicroBatch& m);
+  void report(const std::vector<int>& ids, const GradsReady& ready) const;
+  void check_site(int site) const;
+
+  ResNetConfig config_;
+  BatchNormSettings bn_;  // read by every BatchNorm (the blocks hold a reference)
+  ModelLayout layout_;
+  std::vector<Component> components_;
+  ParameterSet params_;
+  int stem_conv_ = -1, fc_weight_ = -1, fc_bias_ = -1;
+  BatchNormParams stem_bn_;
+  std::vector<std::unique_ptr<BasicBlock>> blocks_;
+  std::unique_ptr<Trunk> trunk_;
+  ParamHooks hooks_;
+  Allocator* alloc_ = nullptr;
+  DType dtype_ = DType::f32;
+
+  std::map<int, MicroBatch> in_flight_;
   int64_t valid_targets_ = 0;
 };
 

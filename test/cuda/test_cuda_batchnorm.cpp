@@ -53,6 +53,22 @@ TEST_CASE("batchnorm forward (train, eval) and backward on CUDA match the CPU",
       a.expect_close("batchnorm_forward_train running_var" + label, running_var.dev,
                      running_var.host, kReduction);
 
+      // The recomputation's forward: the same output and batch statistics,
+      // the running statistics left as the training forward set them.
+      Twin y_again = a.output(shape, dt);
+      Twin mean_again = a.output({c}, acc), invstd_again = a.output({c}, acc);
+      ops::batchnorm_forward_batch_stats(x.dev, weight.dev, bias.dev, eps, y_again.dev,
+                                         mean_again.dev, invstd_again.dev);
+      // Same kernel, same input: bit for bit the training forward's.
+      expect_close("batchnorm_forward_batch_stats y" + label, a.download(y_again.dev),
+                   a.download(y.dev), 0.0);
+      expect_close("batchnorm_forward_batch_stats save_mean" + label, a.download(mean_again.dev),
+                   a.download(save_mean.dev), 0.0);
+      expect_close("batchnorm_forward_batch_stats save_invstd" + label,
+                   a.download(invstd_again.dev), a.download(save_invstd.dev), 0.0);
+      a.expect_close("batchnorm_forward_batch_stats running_mean untouched" + label,
+                     running_mean.dev, running_mean.host, kReduction);
+
       // Evaluation from the reference's running statistics (exact in f32).
       Twin eval_mean = a.values({c}, acc, host_values(running_mean.host));
       Twin eval_var = a.values({c}, acc, host_values(running_var.host));
