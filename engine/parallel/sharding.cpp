@@ -82,8 +82,8 @@ void Sharding::release(int g) {
   params_.release_full_params(g);
 }
 
-int Sharding::next_site_to_gather(int site, SitePass pass) const {
-  const int step = pass == SitePass::forward ? 1 : -1;
+int Sharding::next_site_to_gather(int site, ParamPass pass) const {
+  const int step = pass == ParamPass::forward ? 1 : -1;
   const int sites = static_cast<int>(site_groups_.size());
   for (int t = site + step; t >= 0 && t < sites; t += step) {
     const auto& gs = site_groups_[static_cast<size_t>(t)];
@@ -95,10 +95,10 @@ int Sharding::next_site_to_gather(int site, SitePass pass) const {
   return -1;
 }
 
-void Sharding::params_needed(int site, SitePass pass) {
+void Sharding::params_needed(int site, ParamPass pass) {
   if (!active_) return;
   for (int g : site_groups_[static_cast<size_t>(site)]) gather(g, true);
-  if (pass == SitePass::backward)
+  if (pass == ParamPass::backward)
     for (int g : site_grad_groups_[static_cast<size_t>(site)])
       if (!params_.has_full_grads(g)) params_.allocate_full_grads(g);
   // One site ahead: its gather runs while this site computes.
@@ -107,12 +107,12 @@ void Sharding::params_needed(int site, SitePass pass) {
     for (int g : site_groups_[static_cast<size_t>(next)]) gather(g, false);
 }
 
-void Sharding::params_done(int site, SitePass pass) {
+void Sharding::params_done(int site, ParamPass pass) {
   if (!active_) return;
   const int output_stage = static_cast<int>(site_groups_.size()) - 1;
   for (int g : site_groups_[static_cast<size_t>(site)]) {
     const GroupState& st = state_[static_cast<size_t>(g)];
-    if (pass == SitePass::forward) {
+    if (pass == ParamPass::forward) {
       if (st.last_site != site) continue;  // read again later in this forward
       // A training forward's backward starts with the output stage: what it
       // read stays; without resharding after forward everything stays.

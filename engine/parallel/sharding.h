@@ -29,11 +29,10 @@
 #include "comm/communicator.h"
 #include "engine/parallel/owner_groups.h"
 #include "engine/parallel/strategy.h"
+#include "models/common/param_hooks.h"
 #include "models/common/parameter_set.h"
 
 namespace sdp {
-
-enum class SitePass : uint8_t { forward, backward };
 
 class Sharding {
  public:
@@ -49,12 +48,15 @@ class Sharding {
   void set_training(bool training) { training_ = training; }
 
   // The model's parameter hooks (Model::set_param_hooks).
-  void params_needed(int site, SitePass pass);
-  void params_done(int site, SitePass pass);
+  void params_needed(int site, ParamPass pass);
+  void params_done(int site, ParamPass pass);
 
   // Before each backward: every gradient-sharded group expects its
   // gradients again. `ready` (GradsReady) reports final parameters.
   void begin_backward();
+  // After each backward: frees what is still gathered (a site whose
+  // backward reads no parameter makes no done() call).
+  void end_backward() { release_all(); }
   void grads_ready(std::span<const int> param_ids);
   // After the step's last backward: the optimizer-level groups'
   // reduce-scatter; checks that every other group was reduced.
@@ -83,7 +85,7 @@ class Sharding {
   void release(int g);
   void reduce_scatter_into_shard(int g);
   // Next site after `site` in `pass` order with a group to gather, or -1.
-  int next_site_to_gather(int site, SitePass pass) const;
+  int next_site_to_gather(int site, ParamPass pass) const;
 
   ParameterSet& params_;
   std::vector<std::vector<int>> site_groups_;  // held, parameter-sharded groups per site

@@ -33,6 +33,7 @@ StrategySpec StrategySpec::from_settings(const ParallelSettings& p, const std::s
   s.ffn_groups = groups.ffn_groups;
   s.head_groups = groups.head_groups;
   s.channel_groups = groups.channel_groups;
+  s.shard = p.shard_level();
   return s;
 }
 

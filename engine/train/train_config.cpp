@@ -183,6 +183,10 @@ void TrainConfig::validate() const {
   if (grad_reduce_dtype == "bf16" && device == "cpu")
     invalid("grad_reduce_dtype", "'bf16' needs device cuda (or meta for a dry run); MPI "
             "cannot reduce bf16 host buffers");
+  if (grad_reduce_dtype == "bf16" && parallel.shard_level() != ShardLevel::none)
+    invalid("grad_reduce_dtype", "'bf16' with shard = ", shard_level_name(parallel.shard_level()),
+            " is not supported: sharded gradients are reduce-scattered in their own dtype (f32); "
+            "use grad_reduce_dtype f32 with sharding");
   if (!(bucket_mb == -1 || (bucket_mb >= 0 && bucket_mb <= L::kBucketMb)))
     invalid("bucket_mb", bucket_mb, " is invalid (valid: -1 = auto, 0 = no buckets, or (0, ",
             static_cast<int64_t>(L::kBucketMb), "] MiB)");

@@ -77,14 +77,6 @@ Trainer::Trainer(const TrainConfig& config, std::unique_ptr<comm::Communicator> 
                  comm::Communicator* world, std::unique_ptr<Allocator> allocator)
     : config_(config), own_world_(std::move(own_world)) {
   config_.validate();
-  // The config already names sharding and activation checkpointing; the
-  // step does not implement them yet, so they are refused, not ignored.
-  if (config_.parallel.shard_level() != ShardLevel::none || config_.parallel.recompute().enabled())
-    fail("config: ", config_.parallel.composition_label(), " (shard = ",
-         shard_level_name(config_.parallel.shard_level()), ", activation_checkpointing = ",
-         config_.parallel.activation_checkpointing,
-         ") is not implemented in this build yet (valid: shard none, activation_checkpointing "
-         "none)");
   world_ = own_world_ ? own_world_.get() : world;
   if (!own_world_ && config_.emulate_world > 0)
     fail("config: emulate_world is for single-process runs; this process is already rank ",
@@ -126,7 +118,9 @@ Trainer::Trainer(const TrainConfig& config, std::unique_ptr<comm::Communicator> 
       fail("data '", config_.data, "' has vocabulary ", train_data_->vocab_size(), " but model ",
            mc.name, " has only ", mc.vocab, " embeddings");
   }
-  model_->materialize(*alloc_, dtype, layout_.held_mask(), layout_.trained_mask());
+  model_->materialize(*alloc_, dtype, layout_.held_mask(), layout_.trained_mask(),
+                      layout_.shard_plan());
+  model_->set_recompute(config_.parallel.recompute());
   model_->params().init_values(config_.seed);  // same values on every owner
   model_->params().allocate_grads();
   require_same_group_sizes(w, model_->params());  // before the first collective on them
@@ -134,7 +128,18 @@ Trainer::Trainer(const TrainConfig& config, std::unique_ptr<comm::Communicator> 
   const double bucket_mb =
       config_.bucket_mb >= 0 ? config_.bucket_mb : alloc_->device() == Device::cuda ? 25.0 : 0.0;
   reduce_dtype_ = config_.grad_reduce_dtype == "bf16" ? DType::bf16 : model_->params().state_dtype();
-  if (bucket_mb > 0)
+  std::vector<std::vector<int>> site_params;
+  for (int site = 0; site < model_->site_count(); ++site)
+    site_params.push_back(model_->site_params(site));
+  sharding_ = std::make_unique<Sharding>(model_->params(), *groups_, std::move(site_params),
+                                         config_.parallel.reshard_after_forward);
+  if (sharding_->active())
+    model_->set_param_hooks({[this](int site, ParamPass pass) { sharding_->params_needed(site, pass); },
+                             [this](int site, ParamPass pass) { sharding_->params_done(site, pass); }});
+  // Sharded groups reduce-scatter each site's gradients as soon as they are
+  // final (Sharding), which is bucketing by block; the few groups left
+  // whole (one owner) need no reduction then.
+  if (bucket_mb > 0 && !sharding_->active())
     buckets_ = std::make_unique<GradientBuckets>(model_->params(), *groups_,
                                                  static_cast<size_t>(bucket_mb * (1 << 20)),
                                                  reduce_dtype_, alloc_.get());
@@ -170,7 +175,14 @@ StepResult Trainer::train_step() {
     }
     PhaseScope phase(mem, Phase::backward);
     const bool last = micro + 1 == config_.grad_accum;
-    if (last && buckets_) {
+    if (sharding_->active()) {
+      // Every micro-batch's gradients leave for their shards as they become
+      // final: sharded gradients never exist whole for a whole step.
+      sharding_->begin_backward();
+      model_->backward(loss_scale, false,
+                       [this](std::span<const int> ids) { sharding_->grads_ready(ids); });
+      sharding_->end_backward();
+    } else if (last && buckets_) {
       // Buckets of final gradients start reducing while backward goes on.
       buckets_->start();
       model_->backward(loss_scale, false,
@@ -183,15 +195,17 @@ StepResult Trainer::train_step() {
   StepResult r;
   {
     PhaseScope phase(mem, Phase::communication);
+    sharding_->reduce_remaining_gradients();  // ZeRO-1: the step's one reduce-scatter
     if (buckets_)
       buckets_->finish();  // what backward did not start yet, then wait for all
     else
       groups_->average_gradients(params, reduce_dtype_, alloc_.get());
     // One small all-reduce carries the loss and this rank's share of the
-    // squared gradient norm (each group counted once, by its root).
+    // squared gradient norm (each whole group counted once, by its root;
+    // each sharded group by its shards).
     double* ctl = control_->data<double>();
     ctl[0] = loss_sum;
-    ctl[1] = groups_->gradient_square_share(params);
+    ctl[1] = groups_->gradient_square_share(params) + sharding_->gradient_square_share();
     w.all_reduce(*control_, comm::ReduceOp::sum);
   }
   const double* ctl = control_->data<double>();
@@ -225,15 +239,17 @@ StepResult Trainer::train_step() {
       const double coef = config_.grad_clip / (r.grad_norm + 1e-6);
       for (int g = 0; g < params.group_count(); ++g)
         if (params.group_decl(g).trained) {
-          Tensor grads = params.group_grads(g);
+          Tensor grads = params.shard_grads(g);  // the whole group when not sharded
           ops::scale(grads, coef);
         }
     }
     optimizer_->update(step_ + 1, r.lr);
   }
-  if (layout_.spec.masking == Masking::backward && !r.skipped) {
+  if (!r.skipped) {
     PhaseScope phase(mem, Phase::communication);
-    groups_->broadcast_updated_values(params);
+    // ZeRO-1/2: each owner updated its shard of whole parameters.
+    sharding_->gather_updated_parameters();
+    if (layout_.spec.masking == Masking::backward) groups_->broadcast_updated_values(params);
   }
   // Device work is queued asynchronously: the step ends when it has run.
   ops::synchronize(alloc_->device());
@@ -337,7 +353,11 @@ EvalResult Trainer::evaluate_all() {
   OwnedTensor mine(host_allocator(), {1}, DType::f64, MemCategory::comm);
   OwnedTensor all(host_allocator(), {w.size()}, DType::f64, MemCategory::comm);
   merge_buffers();  // every holder of a component evaluates with the same statistics
+  // Evaluation forwards free each gathered group after its last read.
+  sharding_->set_training(false);
   mine->data<double>()[0] = mean_loss(*model_);
+  sharding_->set_training(true);
+  sharding_->release_all();
   w.all_gather(*mine, *all);
   out.subnet_loss.assign(all->data<double>(), all->data<double>() + w.size());
 

@@ -24,6 +24,7 @@
 #include "engine/optim/lr_schedule.h"
 #include "engine/parallel/gradient_buckets.h"
 #include "engine/parallel/owner_groups.h"
+#include "engine/parallel/sharding.h"
 #include "engine/parallel/strategy.h"
 #include "engine/train/train_config.h"
 #include "kernels/compute_stream.h"
@@ -127,6 +128,7 @@ class Trainer {
   std::unique_ptr<Allocator> alloc_;
   std::unique_ptr<Model> model_;
   std::unique_ptr<OwnerGroups> groups_;
+  std::unique_ptr<Sharding> sharding_;        // FSDP / ZeRO collectives of the sharded groups
   std::unique_ptr<GradientBuckets> buckets_;  // null: one reduction per group after backward
   DType reduce_dtype_ = DType::f32;           // gradients on the wire
   std::unique_ptr<ops::ComputeStream> stream_;  // cuda: this trainer's compute stream

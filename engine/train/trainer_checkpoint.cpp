@@ -101,6 +101,8 @@ void Trainer::save_checkpoint(const fs::path& dir) {
   // Where rank 0 owns every group (one process, DDP) it writes its own model.
   bool rank0_owns_all = true;
   for (const StorageGroup& g : layout_.groups) rank0_owns_all &= g.owners.front() == 0;
+  // Shards are whole nowhere: they are assembled like other ranks' groups.
+  rank0_owns_all &= !model_->params().any_sharded();
   merge_buffers();
   Model& source = rank0_owns_all ? *model_ : gather_full_model(true);
   if (world_->rank() == 0 && &source != model_.get()) recalibrate_full_model(source);
