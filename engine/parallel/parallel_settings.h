@@ -18,8 +18,8 @@
 
 namespace sdp {
 
-// The fields in JSON-key order of no importance; TrainConfig's JSON and
-// unknown-key check iterate them (X(field) once per field).
+// Every field once, X(field): TrainConfig's JSON form and its unknown-key
+// check iterate them, so a new field cannot be forgotten there.
 #define SDP_PARALLEL_SETTINGS_FIELDS(X)                                                   \
   X(strategy) X(active_fraction) X(plan) X(plan_seed) X(ffn_groups) X(head_groups)        \
   X(channel_groups) X(shard) X(reshard_after_forward) X(activation_checkpointing)

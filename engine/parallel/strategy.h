@@ -12,9 +12,9 @@
 
 #include <nlohmann/json.hpp>
 
-#include "engine/plan/subnet_plan.h"
 #include "engine/parallel/parallel_settings.h"
 #include "engine/parallel/strategy_table.h"
+#include "engine/plan/subnet_plan.h"
 #include "models/common/component.h"
 #include "models/common/shard_level.h"
 #include "models/registry.h"
