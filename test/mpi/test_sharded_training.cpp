@@ -268,3 +268,96 @@ TEST_CASE("checkpoints of a sharded job are whole and load into any shard level"
     if (rank() == 0) fs::remove_all(dir);
   }
 }
+
+namespace {
+
+TrainConfig resnet_config(const std::string& strategy, double C, const std::string& shard) {
+  TrainConfig c = sharded_config(strategy, C, shard);
+  c.model = "resnet-tiny";
+  c.data = "synthetic-images:height=8,width=8,classes=5";
+  c.batch = 4;
+  c.recalibration_images = 16;
+  return c;
+}
+
+}  // namespace
+
+TEST_CASE("the meta device predicts a sharded rank's bytes exactly, with and without "
+          "recomputation", "[mpi][shard][meta]") {
+  for (const char* model : {"llama", "resnet"})
+    for (const char* level : {"none", "optimizer", "grad", "full"})
+      for (const char* ac : {"none", "block"}) {
+        CAPTURE(model, level, ac);
+        const bool llama = std::string(model) == "llama";
+        TrainConfig c = llama ? sharded_config("b-sdp", 0.5, level)
+                              : resnet_config("n-sdp", 0.5, level);
+        c.dtype = "f32";
+        c.parallel.activation_checkpointing = ac;
+        Trainer real(c, world());
+        TrainConfig m = c;
+        m.device = "meta";
+        m.emulate_world = size();
+        m.emulate_rank = rank();
+        Trainer meta(m, std::make_unique<MetaAllocator>(64));  // the CPU allocator's blocks
+        for (int s = 0; s < 2; ++s) {
+          const StepResult a = real.train_step(), b = meta.train_step();
+          CHECK(a.memory == b.memory);
+          CHECK(a.comm["by_op"] == b.comm["by_op"]);
+        }
+        CHECK(real.allocator().stats().alloc_count() == meta.allocator().stats().alloc_count());
+      }
+}
+
+TEST_CASE("a ResNet with FSDP and recomputation matches its unsharded twin", "[mpi][shard][resnet]") {
+  for (const char* strategy : {"ddp", "b-sdp", "n-sdp"}) {
+    CAPTURE(strategy);
+    const double C = std::string(strategy) == "ddp" ? 1.0 : 0.5;
+    Trainer plain(resnet_config(strategy, C, "none"), world());
+    TrainConfig c = resnet_config(strategy, C, "full");
+    c.parallel.activation_checkpointing = "block";
+    Trainer composed(c, world());
+    expect_same_training(composed, plain, 3);
+    // BatchNorm running statistics were updated once per forward, alike.
+    const EvalResult a = composed.evaluate_all(), b = plain.evaluate_all();
+    CHECK(a.full_loss == Approx(b.full_loss).epsilon(1e-12));
+  }
+}
+
+TEST_CASE("backward masking composes with ZeRO-1 and ZeRO-2 over each component's owners",
+          "[mpi][shard]") {
+  SDP_MPI_NEEDS_RANKS(2);
+  for (const char* strategy : {"bb-sdp", "nb-sdp"})
+    for (const char* level : {"optimizer", "grad"}) {
+      CAPTURE(strategy, level);
+      Trainer plain(sharded_config(strategy, 0.5, "none"), world());
+      Trainer sharded(sharded_config(strategy, 0.5, level), world());
+      expect_same_training(sharded, plain, 3);
+      // Every rank holds the same whole parameters after each update.
+      const ParameterSet& p = sharded.model().params();
+      for (int g = 0; g < p.group_count(); ++g) {
+        uint64_t mine = bytes_hash(p.group_params(g));
+        std::vector<uint64_t> all(static_cast<size_t>(size()));
+        MPI_Allgather(&mine, 1, MPI_UINT64_T, all.data(), 1, MPI_UINT64_T, MPI_COMM_WORLD);
+        for (uint64_t h : all) CHECK(h == all[0]);
+      }
+    }
+}
+
+TEST_CASE("a sharded job resumes in one process with the same global batch",
+          "[mpi][shard][checkpoint]") {
+  const std::string dir = same_path_everywhere("sdp_shard_resume");
+  TrainConfig c = sharded_config("ddp", 1.0, "full");
+  c.parallel.activation_checkpointing = "every:2";
+  Trainer job(c, world());
+  job.train_step();
+  job.save_checkpoint(dir);
+  const StepResult next = job.train_step();
+  // The windows of every rank in one process: the same global batch.
+  TrainConfig single = sharded_config("ddp", 1.0, "grad");
+  single.batch = c.batch * size();
+  Trainer one(single);
+  one.load_checkpoint(dir);
+  CHECK(one.train_step().loss == Approx(next.loss).epsilon(1e-12));
+  world().barrier();
+  if (rank() == 0) fs::remove_all(dir);
+}
