@@ -400,3 +400,24 @@ TEST_CASE("LLaMA parameter hooks come in order and every read is inside its wind
   REQUIRE(logits_calls == forward_only);
   for (double v : sdp::testing::to_vector(logits)) REQUIRE(std::isfinite(v));
 }
+
+TEST_CASE("LLaMA recomputation is bit-identical in f32", "[model][trunk][recompute]") {
+  // The same ops on the same inputs: not merely close.
+  const LlamaConfig config = trunk_config();
+  Arena arena;
+  const Batch batch = make_batch(arena, 5);
+  std::vector<std::vector<double>> grads[2];
+  for (int with = 0; with < 2; ++with) {
+    CpuAllocator alloc;
+    LlamaModel m(config, neuron_layout());
+    m.materialize(alloc, DType::f32);
+    m.params().allocate_grads();
+    m.params().init_values(4);
+    if (with) m.set_recompute(RecomputePolicy::parse("every:2", "test"));
+    m.forward(batch.tokens, batch.targets);
+    m.backward(0.1);
+    for (int id = 0; id < m.params().count(); ++id)
+      grads[with].push_back(sdp::testing::to_vector(m.params().grad(id)));
+  }
+  REQUIRE(grads[0] == grads[1]);
+}

@@ -423,3 +423,30 @@ TEST_CASE("ResNet parameter hooks come in order and every read is inside its win
   REQUIRE(backward_calls == backward_only);
   for (double v : sdp::testing::to_vector(logits)) REQUIRE(std::isfinite(v));
 }
+
+TEST_CASE("ResNet recomputation is bit-identical in f32", "[model][resnet][trunk][recompute]") {
+  // The same ops on the same inputs: gradients and running statistics are
+  // not merely close.
+  Arena arena;
+  Tensor images = arena.make({3, 3, 8, 8}, DType::f32);
+  sdp::testing::fill_uniform(images, 7, -1.0, 1.0);
+  Tensor labels = arena.make({3}, DType::i32);
+  sdp::testing::fill_tokens(labels, 8, static_cast<int32_t>(kClasses));
+  std::vector<std::vector<double>> state[2];
+  for (int with = 0; with < 2; ++with) {
+    CpuAllocator alloc;
+    ResNetModel m(tiny(), neuron_layout());
+    m.materialize(alloc, DType::f32);
+    m.params().allocate_grads();
+    m.params().init_values(4);
+    if (with) m.set_recompute(RecomputePolicy::parse("block", "test"));
+    m.forward(images, labels);
+    m.backward(1.0 / 3);
+    for (int id = 0; id < m.params().count(); ++id) {
+      state[with].push_back(sdp::testing::to_vector(m.params().param(id)));
+      if (!m.params().decl(id).buffer)
+        state[with].push_back(sdp::testing::to_vector(m.params().grad(id)));
+    }
+  }
+  REQUIRE(state[0] == state[1]);
+}

@@ -95,7 +95,9 @@ class Model {
   //    models' logits()): for each site that runs, in model order
   //    (0, 1, ..., L + 1), needed(s, forward) before its first parameter
   //    read and done(s, forward) after its last; the pairs do not nest or
-  //    overlap (done(s) comes before needed(s + 1)).
+  //    overlap (a site's done comes before the next site's needed). A
+  //    site's buffers (BatchNorm running statistics, not in site_params)
+  //    are read, and in training moved, inside its forward window.
   //  * backward, in reverse order (L + 1, ..., 1, 0): needed(s, backward)
   //    before the site's first parameter read of backward, done(s,
   //    backward) after its last. A checkpointed block (set_recompute) gets
@@ -108,15 +110,18 @@ class Model {
   //    and BatchNorm weight gradients likewise), so done(s, backward) comes
   //    after the site's input gradient, before its weight gradients; with
   //    split_weight_grads backward_weight() makes no calls at all.
+  //    Gradients (params().grad()) are thus written outside the windows.
   //    A site whose backward reads no parameter on this rank gets no
   //    backward calls: LLaMA's site 0 never (the embedding gradient is a
   //    scatter of the output gradient), ResNet's site 0 when its
   //    convolution is not trained here (the images need no gradient, so
   //    only a trained stem runs the BatchNorm input gradient, which reads
   //    bn1.weight).
-  //  * a site that does not run on this rank (B-SDP: a block none of whose
-  //    parameters is held, skipped with the residual stream passing by)
-  //    gets no calls at all.
+  //  * a site that does not run on this rank gets no calls at all: a
+  //    B-SDP block whose parameters are not held here, skipped with the
+  //    residual stream passing by (LLaMA: any such block; ResNet: an
+  //    identity block; a downsampling block without its groups still runs
+  //    its shared shortcut and gets its calls).
   //  * with several micro-batches in flight, each forward and backward
   //    makes its own calls, in the order they run.
   // The hooks are called from the thread that runs the model. Empty
