@@ -210,13 +210,29 @@ void Trainer::load_checkpoint(const fs::path& dir) {
   const nlohmann::json saved_cfg = state.value("train_config", nlohmann::json::object());
   const nlohmann::json now_cfg = config_.to_json();
   // The data position is global, so another world size resumes the same
-  // stream; a different per-rank batch or world changes which windows a step sees.
-  for (const char* field : {"data", "seed", "batch", "seq", "grad_accum"})
+  // stream; what a step sees is the global batch (per-rank batch * world),
+  // so 4 ranks of batch 2 continue in one process of batch 8.
+  const nlohmann::json saved_layout = state.value("parallel", nlohmann::json::object());
+  const nlohmann::json saved_world = saved_layout.value("world", nlohmann::json());
+  auto warn = [](const std::string& what, const std::string& now, const std::string& then) {
+    std::fprintf(stderr,
+                 "sdp-train: warning: resuming with %s = %s, but the checkpoint was trained "
+                 "with %s; the run will not match an uninterrupted one\n",
+                 what.c_str(), now.c_str(), then.c_str());
+  };
+  for (const char* field : {"data", "seed", "seq", "grad_accum"})
     if (saved_cfg.contains(field) && saved_cfg[field] != now_cfg[field])
-      std::fprintf(stderr,
-                   "sdp-train: warning: resuming with %s = %s, but the checkpoint was trained "
-                   "with %s; the run will not match an uninterrupted one\n",
-                   field, now_cfg[field].dump().c_str(), saved_cfg[field].dump().c_str());
+      warn(field, now_cfg[field].dump(), saved_cfg[field].dump());
+  if (saved_cfg.contains("batch") && saved_cfg["batch"].is_number_integer() &&
+      saved_world.is_number_integer()) {
+    const int64_t then = saved_cfg["batch"].get<int64_t>() * saved_world.get<int64_t>();
+    const int64_t now = config_.batch * world_->size();
+    if (then != now)
+      warn("batch * world", format(config_.batch, " * ", world_->size()),
+           format(saved_cfg["batch"].get<int64_t>(), " * ", saved_world.get<int64_t>()));
+  } else if (saved_cfg.contains("batch") && saved_cfg["batch"] != now_cfg["batch"]) {
+    warn("batch", now_cfg["batch"].dump(), saved_cfg["batch"].dump());
+  }
   try {
     train_data_->restore(state.at("data"));
   } catch (const Error& e) {
