@@ -175,11 +175,8 @@ TEST_CASE("parallel settings: validation names the field and what is valid",
     p.reshard_after_forward = false;
     p.validate();
     settings("ddp", 1.0, level, "block").validate();
-    // Backward masking keeps whole parameters: every level but full.
-    if (std::string(level) != "full") settings("bb-sdp", 0.5, level, "every:2").validate();
+    settings("bb-sdp", 0.5, level, "every:2").validate();
   }
-  CHECK_THAT(field_error([] { settings("nb-sdp", 0.5, "full").validate(); }, "shard"),
-             Contains("Use --shard grad or --shard optimizer with nb-sdp"));
   settings("fsdp").validate();
   settings("fsdp", 1.0, "full").validate();
 }

@@ -95,13 +95,23 @@ TEST_CASE("one part, or no shard level, stores a group whole", "[params][shard]"
   CHECK(alloc.stats().current(MemCategory::param) == (23 + 4) * 4);
 }
 
-TEST_CASE("only trained groups may be sharded", "[params][shard]") {
+TEST_CASE("only held groups may be sharded; an untrained one keeps its shard's state",
+          "[params][shard]") {
   MetaAllocator alloc(4);
   ParameterSet p;
   declare(p);
-  CHECK_THROWS_WITH(p.materialize(alloc, DType::f32, {true, true}, {false, true},
+  CHECK_THROWS_WITH(p.materialize(alloc, DType::f32, {false, true}, {false, true},
                                   plan(ShardLevel::grad, 2, 0)),
-                    Catch::Contains("sharded but not trained"));
+                    Catch::Contains("sharded but not held"));
+  ParameterSet q;
+  declare(q);
+  q.materialize(alloc, DType::f32, {true, true}, {false, true}, plan(ShardLevel::full, 2, 0));
+  q.allocate_grads();
+  q.allocate_adam_state();
+  CHECK_FALSE(q.is_trained(0));
+  CHECK(q.keeps_training_state(0));
+  CHECK(q.shard_grads(0).numel() == 12);
+  CHECK(q.shard_adam_m(0).numel() == 12);
 }
 
 TEST_CASE("the shards of k ranks tile the whole initial values exactly", "[params][shard]") {

@@ -8,7 +8,9 @@ AdamW::AdamW(ParameterSet& params, const AdamWSettings& settings)
   segments_.resize(static_cast<size_t>(params_.group_count()));
   for (int id = 0; id < params_.count(); ++id) {
     // Held for the forward only, or a buffer (never trained).
-    if (!params_.is_trained(id) || params_.decl(id).buffer) continue;
+    // Untrained, or a buffer: no update. (An untrained but sharded group
+    // keeps its shard's state: backward masking with full sharding.)
+    if (!params_.keeps_training_state(params_.decl(id).group) || params_.decl(id).buffer) continue;
     const ParamDecl& d = params_.decl(id);
     const double decay = d.shape.ndim() >= 2 ? settings_.weight_decay : 0.0;
     // Offsets inside this rank's shard of the group (the whole group when

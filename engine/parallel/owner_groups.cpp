@@ -48,10 +48,22 @@ void average_in(comm::Communicator& c, Tensor& grads, DType wire, Allocator* sta
   ops::convert(*copy, grads);
 }
 
+comm::Communicator& OwnerGroups::shard_comm(int g, const ParameterSet& params) {
+  const GroupShard& s = params.group_shard(g);
+  comm::Communicator* owners = comms_[static_cast<size_t>(g)];
+  if (owners && owners->size() == s.parts) return *owners;
+  SDP_CHECK(world_.size() == s.parts, "group ", params.group_decl(g).name, " is cut into ",
+            s.parts, " shards, but has ", owners ? owners->size() : 0, " owners and the world ",
+            world_.size(), " ranks");
+  return world_;
+}
+
 void OwnerGroups::broadcast_updated_values(ParameterSet& params) {
   for (int g = 0; g < params.group_count(); ++g) {
     const StorageGroup& sg = layout_.groups[static_cast<size_t>(g)];
     if (layout_.all_ranks(sg)) continue;  // every rank applied the same update
+    // Every rank updated its own shard: there are no whole values to send.
+    if (params.group_shard(g).shards_params()) continue;
     Tensor values = params.group_params(g);
     world_.broadcast(values, sg.root);
   }
@@ -93,7 +105,7 @@ void OwnerGroups::gather_to_rank0(const ParameterSet& local, ParameterSet* full,
                            : part == first_moment ? p.shard_adam_m(g)
                                                   : p.shard_adam_v(g);
       whole = OwnedTensor(p.allocator(), {p.padded_numel(g)}, shard.dtype(), MemCategory::comm);
-      comms_[static_cast<size_t>(g)]->all_gather(shard, *whole);
+      shard_comm(g, p).all_gather(shard, *whole);
       return whole->narrow(0, 0, p.group_decl(g).numel);
     }
     switch (part) {
@@ -113,9 +125,12 @@ void OwnerGroups::gather_to_rank0(const ParameterSet& local, ParameterSet* full,
       // values and buffers wherever the group is held, moments only where
       // it is owned.
       const bool owner0 = sg.owners.front() == 0;
-      const bool have0 = part == values || part == buffers
-                             ? owner0 || layout_.spec.masking == Masking::backward
-                             : owner0;
+      // A group cut over the world is assembled on every rank, rank 0 too.
+      const bool world_cut = local.group_shard(g).sharded() &&
+                             local.group_shard(g).parts == world_.size() && part != buffers;
+      const bool have0 = world_cut || (part == values || part == buffers
+                                           ? owner0 || layout_.spec.masking == Masking::backward
+                                           : owner0);
       // Every owner of a sharded group takes part in assembling it.
       const bool assembles = local.group_shard(g).sharded() && part != buffers;
       const bool sends = !me0 && !have0 && world_.rank() == sg.root;

@@ -58,6 +58,10 @@ class OwnerGroups {
   void gather_to_rank0(const ParameterSet& local, ParameterSet* full, bool optimizer_state);
 
   comm::Communicator& world() { return world_; }
+  const SubnetLayout& layout() const { return layout_; }
+  // The communicator a sharded group is cut over: its owners, or the world
+  // (backward masking with full sharding: every rank holds a shard).
+  comm::Communicator& shard_comm(int g, const ParameterSet& params);
   // The communicator of group g on this rank (nullptr when not an owner).
   comm::Communicator* group_comm(int g) { return comms_[static_cast<size_t>(g)]; }
 

@@ -83,17 +83,6 @@ void ParallelSettings::validate() const {
     invalid("shard", "'", shard, "' with strategy ", row.name, " is invalid: ", row.name,
             " means --shard ", shard_level_name(*row.implied_shard),
             "; use --strategy ddp --shard ", shard);
-  // Backward masking runs the whole forward on every rank, and full
-  // sharding takes the whole parameters away between their reads: each
-  // rank would gather every group it does not own, over the world, for
-  // every site. ZeRO-1/2 keep the parameters whole and shard each group's
-  // gradients and AdamW state over its owners, which composes.
-  if (row.masking == Masking::backward && level == ShardLevel::full)
-    invalid("shard", "'full' with strategy ", row.name, " is not supported: backward masking "
-            "keeps every parameter whole on every rank for the full forward. Use --shard grad "
-            "or --shard optimizer with ", row.name, " (gradients and AdamW state sharded over "
-            "each component's owners), or --shard full with the forward-masked ",
-            row.granularity == Granularity::block ? "b-sdp" : "n-sdp");
   (void)recompute();  // throws for a malformed activation_checkpointing
 }
 

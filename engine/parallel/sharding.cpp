@@ -14,19 +14,31 @@ Sharding::Sharding(ParameterSet& params, OwnerGroups& groups,
   for (int g = 0; g < G; ++g) {
     const GroupShard& s = params.group_shard(g);
     if (!s.sharded()) continue;
-    comm::Communicator* c = groups.group_comm(g);
-    SDP_CHECK(c && c->size() == s.parts && c->rank() == s.index, "group ",
-              params.group_decl(g).name, " is cut into ", s.parts,
-              " shards, but its owners' communicator does not match");
+    comm::Communicator& c = groups.shard_comm(g, params);
+    SDP_CHECK(c.rank() == s.index, "group ", params.group_decl(g).name, ": shard ", s.index,
+              " on rank ", c.rank(), " of its communicator");
     GroupState& st = state_[static_cast<size_t>(g)];
-    st.comm = c;
+    st.comm = &c;
+    // Cut over more ranks than own it (backward masking, full sharding):
+    // the non-owners' whole gradients stay zero, so the average over the
+    // world is rescaled to the average over the owners, and every rank
+    // reduces when the site's backward is over, whether it owns the group
+    // or not, so that all ranks call the collectives in the same order.
+    comm::Communicator* owners = groups.group_comm(g);
+    const int owner_count = owners ? owners->size() : 0;
+    if (c.size() != owner_count) {
+      st.reduce_after_site = true;
+      st.owner_scale = static_cast<double>(c.size()) /
+                       static_cast<double>(groups.layout().groups[static_cast<size_t>(g)].owners.size());
+    }
     active_ = true;
   }
   group_of_param_.resize(static_cast<size_t>(params.count()));
   for (int id = 0; id < params.count(); ++id) {
     const int g = params.decl(id).group;
     group_of_param_[static_cast<size_t>(id)] = g;
-    if (params.group_shard(g).shards_grads() && !params.decl(id).buffer)
+    if (params.group_shard(g).shards_grads() && !params.decl(id).buffer &&
+        !state_[static_cast<size_t>(g)].reduce_after_site)
       ++state_[static_cast<size_t>(g)].trained_params;
   }
   const int sites = static_cast<int>(site_params.size());
@@ -95,8 +107,15 @@ int Sharding::next_site_to_gather(int site, ParamPass pass) const {
   return -1;
 }
 
+void Sharding::reduce_finished_sites() {
+  for (int g : finished_site_groups_) reduce_scatter_into_shard(g);
+  finished_site_groups_.clear();
+}
+
 void Sharding::params_needed(int site, ParamPass pass) {
   if (!active_) return;
+  // The previous site's weight gradients are done by now.
+  if (pass == ParamPass::backward) reduce_finished_sites();
   for (int g : site_groups_[static_cast<size_t>(site)]) gather(g, true);
   if (pass == ParamPass::backward)
     for (int g : site_grad_groups_[static_cast<size_t>(site)])
@@ -109,6 +128,9 @@ void Sharding::params_needed(int site, ParamPass pass) {
 
 void Sharding::params_done(int site, ParamPass pass) {
   if (!active_) return;
+  if (pass == ParamPass::backward)
+    for (int g : site_grad_groups_[static_cast<size_t>(site)])
+      if (state_[static_cast<size_t>(g)].reduce_after_site) finished_site_groups_.push_back(g);
   const int output_stage = static_cast<int>(site_groups_.size()) - 1;
   for (int g : site_groups_[static_cast<size_t>(site)]) {
     const GroupState& st = state_[static_cast<size_t>(g)];
@@ -138,6 +160,7 @@ void Sharding::grads_ready(std::span<const int> param_ids) {
     const int g = group_of_param_[static_cast<size_t>(id)];
     if (!params_.group_shard(g).shards_grads()) continue;
     GroupState& st = state_[static_cast<size_t>(g)];
+    if (st.reduce_after_site) continue;  // reduced when its site's backward is over
     char& seen = st.reported[static_cast<size_t>(id)];
     SDP_CHECK(!seen, "gradient of ", params_.decl(id).name, " reported final twice in one backward");
     seen = 1;
@@ -150,6 +173,7 @@ void Sharding::reduce_scatter_into_shard(int g) {
   Tensor whole = params_.group_grads_padded(g);  // [P]
   Tensor mine = whole.narrow(0, params_.shard_begin(g), params_.shard_numel(g));  // [S]
   st.comm->reduce_scatter(whole, mine, comm::ReduceOp::average);
+  if (st.owner_scale != 1.0) ops::scale(mine, st.owner_scale);
   // Micro-batches add up in the shard, as they would in whole gradients.
   Tensor shard = params_.shard_grads(g);
   ops::add(shard, mine, shard);

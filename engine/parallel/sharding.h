@@ -22,6 +22,13 @@
 // (the shared group: embedding and head) and stays gathered from its first
 // read to its last in a pass. Unsharded groups (one owner, untrained) are
 // not touched here: OwnerGroups averages them.
+//
+// Backward masking with full sharding: every rank runs the whole model, so
+// every group is cut over the world, like the shared group, and gathered
+// for each site; only its owners compute its weight gradients, the others
+// contribute zeros to the reduce-scatter, and every rank keeps the AdamW
+// state of its world shard. Memory and traffic are FSDP's; the weight
+// gradients of the groups a rank does not own are not computed.
 #include <memory>
 #include <span>
 #include <vector>
@@ -56,7 +63,10 @@ class Sharding {
   void begin_backward();
   // After each backward: frees what is still gathered (a site whose
   // backward reads no parameter makes no done() call).
-  void end_backward() { release_all(); }
+  void end_backward() {
+    reduce_finished_sites();
+    release_all();
+  }
   void grads_ready(std::span<const int> param_ids);
   // After the step's last backward: the optimizer-level groups'
   // reduce-scatter; checks that every other group was reduced.
@@ -79,7 +89,13 @@ class Sharding {
     int64_t trained_params = 0;           // parameters whose gradients it expects
     int64_t unreported = 0;               // of them, not final yet in this backward
     std::vector<char> reported;           // by parameter id (gradient-sharded groups)
+    // Cut over the world under backward masking: reduced after its site's
+    // backward on every rank (not on GradsReady), the world's average
+    // rescaled by world / owners.
+    bool reduce_after_site = false;
+    double owner_scale = 1.0;
   };
+  void reduce_finished_sites();
   void gather(int g, bool wait);
   void finish_gather(int g);
   void release(int g);
@@ -92,6 +108,7 @@ class Sharding {
   std::vector<std::vector<int>> site_grad_groups_;  // gradient-sharded groups per site
   std::vector<GroupState> state_;
   std::vector<int> group_of_param_;
+  std::vector<int> finished_site_groups_;  // to reduce at the next backward hook
   bool reshard_after_forward_;
   bool training_ = true;
   bool active_ = false;

@@ -158,8 +158,15 @@ std::vector<bool> SubnetLayout::held_mask() const {
 std::vector<GroupShard> SubnetLayout::shard_plan() const {
   std::vector<GroupShard> out(groups.size());
   if (spec.shard == ShardLevel::none) return out;
+  // Backward masking keeps every group on every rank: fully sharded, each
+  // is cut over the world (sharding.h), like the shared group.
+  const bool over_world = spec.masking == Masking::backward && spec.shard == ShardLevel::full;
   for (size_t g = 0; g < groups.size(); ++g) {
     const StorageGroup& sg = groups[g];
+    if (over_world) {
+      out[g] = {spec.shard, world, rank};
+      continue;
+    }
     if (!sg.trained) continue;
     const auto at = std::find(sg.owners.begin(), sg.owners.end(), rank);
     out[g] = {spec.shard, static_cast<int>(sg.owners.size()),

@@ -238,7 +238,7 @@ StepResult Trainer::train_step() {
     if (config_.grad_clip > 0 && r.grad_norm > config_.grad_clip) {
       const double coef = config_.grad_clip / (r.grad_norm + 1e-6);
       for (int g = 0; g < params.group_count(); ++g)
-        if (params.group_decl(g).trained) {
+        if (params.keeps_training_state(g)) {
           Tensor grads = params.shard_grads(g);  // the whole group when not sharded
           ops::scale(grads, coef);
         }

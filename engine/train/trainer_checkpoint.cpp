@@ -83,7 +83,7 @@ void read_parameter_set(ParameterSet& p, const ck::TensorCollection& weights,
     if (!p.is_materialized(id)) continue;
     const std::string& name = p.decl(id).full_name;
     p.assign(id, Part::values, *read_whole(weights, name, id));
-    if (!moments || !p.is_trained(id) || p.decl(id).buffer) continue;
+    if (!moments || !p.keeps_training_state(p.decl(id).group) || p.decl(id).buffer) continue;
     p.assign(id, Part::adam_m, *read_whole(*moments, "exp_avg." + name, id));
     p.assign(id, Part::adam_v, *read_whole(*moments, "exp_avg_sq." + name, id));
   }

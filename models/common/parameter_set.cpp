@@ -112,8 +112,8 @@ void ParameterSet::materialize(Allocator& allocator, DType dtype, const std::vec
       const GroupShard& s = shards[g];
       SDP_CHECK(s.parts >= 1 && s.index >= 0 && s.index < s.parts, "group ", groups_[g].name,
                 ": shard ", s.index, " of ", s.parts);
-      SDP_CHECK(!s.sharded() || groups_[g].trained, "group ", groups_[g].name,
-                " is sharded but not trained here");
+      SDP_CHECK(!s.sharded() || groups_[g].materialized, "group ", groups_[g].name,
+                " is sharded but not held here");
       shards_[g] = s;
     }
     if (!groups_[g].materialized) continue;
@@ -125,7 +125,7 @@ void ParameterSet::materialize(Allocator& allocator, DType dtype, const std::vec
     const int64_t params = s.shards_params() ? shard_numel(gi) : whole;
     storage_[g].params = OwnedTensor(allocator, {params}, dtype, MemCategory::param);
     if (s.sharded()) ops::fill(storage_[g].params.view, 0.0);  // the padding
-    if (groups_[g].trained && state_dtype() != dtype)
+    if (keeps_training_state(gi) && state_dtype() != dtype)
       storage_[g].master = OwnedTensor(allocator, {s.sharded() ? shard_numel(gi) : whole},
                                        state_dtype(), MemCategory::master);
     if (groups_[g].buffer_numel > 0)
@@ -194,7 +194,7 @@ void ParameterSet::release_full_grads(int g) {
 }
 
 bool ParameterSet::has_full_grads(int g) const {
-  if (!group_decl(g).trained || !has_grads_) return false;
+  if (!keeps_training_state(g) || !has_grads_) return false;
   return !group_shard(g).shards_grads() ||
          static_cast<bool>(storage_[static_cast<size_t>(g)].full_grads);
 }
@@ -213,7 +213,7 @@ void ParameterSet::allocate_grads() {
   SDP_CHECK(allocator_, "materialize() parameters before their gradients");
   if (has_grads_) return;
   for (size_t g = 0; g < groups_.size(); ++g) {
-    if (!groups_[g].trained) continue;
+    if (!keeps_training_state(static_cast<int>(g))) continue;
     const GroupShard& s = shards_[g];
     const int gi = static_cast<int>(g);
     // Sharded gradients persist as this rank's shard; an optimizer-sharded
@@ -238,7 +238,7 @@ void ParameterSet::allocate_adam_state() {
   SDP_CHECK(allocator_, "materialize() parameters before optimizer state");
   if (has_adam_) return;
   for (size_t g = 0; g < groups_.size(); ++g) {
-    if (!groups_[g].trained) continue;
+    if (!keeps_training_state(static_cast<int>(g))) continue;
     const int64_t n = shard_numel(static_cast<int>(g));
     // Moments stay f32 (or f64 in checks) whatever the parameter dtype.
     storage_[g].m = OwnedTensor(*allocator_, {n}, state_dtype(), MemCategory::optim);
@@ -252,7 +252,7 @@ void ParameterSet::allocate_adam_state() {
 void ParameterSet::zero_grads() {
   SDP_CHECK(has_grads_, "zero_grads() before allocate_grads()");
   for (size_t g = 0; g < groups_.size(); ++g) {
-    if (!groups_[g].trained) continue;
+    if (!keeps_training_state(static_cast<int>(g))) continue;
     ops::fill(storage_[g].grads.view, 0.0);
     if (storage_[g].full_grads) ops::fill(storage_[g].full_grads.view, 0.0);
   }
@@ -345,7 +345,8 @@ void ParameterSet::assign(int id, Part part, const Tensor& full) {
     stage_copy(flat.narrow(0, sl.param_begin, sl.length), dst);
   };
   if (part != Part::values) {
-    SDP_CHECK(is_trained(id) && has_adam_, "assign: ", d.name, " has no optimizer state here");
+    SDP_CHECK(keeps_training_state(g) && has_adam_, "assign: ", d.name,
+              " has no optimizer state here");
     write_shard(part == Part::adam_m ? shard_adam_m(g) : shard_adam_v(g));
     return;
   }
@@ -437,7 +438,7 @@ Tensor ParameterSet::group_values(int g) const {
   return has_master(g) ? group_master(g) : group_params(g);
 }
 Tensor ParameterSet::group_grads(int g) const {
-  if (!group_decl(g).trained || !has_grads_) return Tensor();
+  if (!keeps_training_state(g) || !has_grads_) return Tensor();
   SDP_CHECK(has_full_grads(g), "group ", group_decl(g).name,
             ": its whole gradients do not exist now (sharded)");
   return first(whole_grads(g), group_decl(g).numel);

@@ -104,8 +104,8 @@ class ParameterSet {
   // `allocator` in `dtype`; groups not held are never allocated. `trained`
   // (default: = held) marks the groups whose gradients and optimizer state
   // this process keeps; it must be a subset of `held`.
-  // `shards` (empty = none) gives each group's partition; only trained
-  // groups may be sharded.
+  // `shards` (empty = none) gives each group's partition; only held groups
+  // may be sharded (an untrained one then keeps its shard's training state).
   void materialize(Allocator& allocator, DType dtype, const std::vector<bool>& held = {},
                    const std::vector<bool>& trained = {},
                    const std::vector<GroupShard>& shards = {});
@@ -167,7 +167,15 @@ class ParameterSet {
   const ParamGroupDecl& group_decl(int g) const { return groups_[static_cast<size_t>(g)]; }
   std::optional<int> find(const std::string& name) const;
   bool is_materialized(int id) const { return group_decl(decl(id).group).materialized; }
+  // Whether this rank computes the parameter's gradient.
   bool is_trained(int id) const { return group_decl(decl(id).group).trained; }
+  // Whether group g keeps gradients, master values and AdamW state here:
+  // the trained groups, and a held but untrained group that is sharded (its
+  // shard's state, filled by the owners' gradients: backward masking with
+  // full sharding, see shard_level.h).
+  bool keeps_training_state(int g) const {
+    return group_decl(g).trained || group_shard(g).sharded();
+  }
   bool has_grads() const { return has_grads_; }
   bool has_adam_state() const { return has_adam_; }
 

@@ -251,9 +251,10 @@ TEST_CASE("sharded collectives equal the analytic volume of each level", "[mpi][
 TEST_CASE("checkpoints of a sharded job are whole and load into any shard level",
           "[mpi][shard][checkpoint]") {
   const std::string dir = same_path_everywhere("sdp_shard_ckpt");
-  for (const char* level : {"grad", "full"}) {
+  for (const char* level : {"grad", "full", "bb-sdp full"}) {
     CAPTURE(level);
-    TrainConfig c = sharded_config("ddp", 1.0, level);
+    const bool masked = std::string(level) == "bb-sdp full";
+    TrainConfig c = masked ? sharded_config("bb-sdp", 0.5, "full") : sharded_config("ddp", 1.0, level);
     Trainer job(c, world());
     job.train_step();
     job.train_step();
@@ -359,6 +360,38 @@ TEST_CASE("backward masking composes with ZeRO-1 and ZeRO-2 over each component'
         for (uint64_t h : all) CHECK(h == all[0]);
       }
     }
+}
+
+TEST_CASE("backward masking with full sharding cuts every group over the world",
+          "[mpi][shard]") {
+  SDP_MPI_NEEDS_RANKS(2);
+  for (const char* strategy : {"bb-sdp", "nb-sdp"}) {
+    CAPTURE(strategy);
+    Trainer plain(sharded_config(strategy, 0.5, "none"), world());
+    TrainConfig c = sharded_config(strategy, 0.5, "full");
+    c.parallel.activation_checkpointing = "block";
+    Trainer sharded(c, world());
+    expect_same_training(sharded, plain, 3);
+    // Every group is a world shard on every rank, owned or not: FSDP's
+    // memory, with weight gradients only where owned.
+    const ParameterSet& p = sharded.model().params();
+    for (int g = 0; g < p.group_count(); ++g) {
+      CHECK(p.group_shard(g).parts == size());
+      CHECK(p.keeps_training_state(g));
+    }
+    TrainConfig f = sharded_config("fsdp", 1.0, "");
+    f.parallel.activation_checkpointing = "block";
+    Trainer fsdp(f, world());
+    const StepResult a = sharded.train_step(), b = fsdp.train_step();
+    CHECK(a.flops < b.flops);
+    // The same whole model is gathered and reduced: FSDP's traffic, up to
+    // the padding of the finer groups.
+    CHECK(a.comm["by_op"]["reduce_scatter"]["sent_bytes"].get<double>() ==
+          Approx(b.comm["by_op"]["reduce_scatter"]["sent_bytes"].get<double>()).epsilon(0.01));
+    const EvalResult ea = sharded.evaluate_all(), eb = plain.evaluate_all();
+    (void)eb;
+    CHECK(std::isfinite(ea.full_loss));
+  }
 }
 
 TEST_CASE("a sharded job resumes in one process with the same global batch",
