@@ -113,4 +113,7 @@ echo "demo: ${#runs[@]} runs in $((SECONDS - start)) s"
 echo
 files=()
 for s in "${runs[@]}"; do files+=("$out/$s.jsonl"); done
-python3 scripts/demo_table.py "${files[@]}"
+# The sharding demo is about what the compositions cost, so it adds the step time.
+table_flags=()
+$sharding && table_flags=(--step-time)
+python3 scripts/demo_table.py "${table_flags[@]}" "${files[@]}"

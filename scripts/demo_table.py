@@ -1,15 +1,15 @@
 #!/usr/bin/env python3
 """Prints the demo's comparison table from sdp-train JSON-lines metrics.
 
-    python3 scripts/demo_table.py out/demo/ddp.jsonl out/demo/b-sdp.jsonl ...
+    python3 scripts/demo_table.py [--step-time] out/demo/ddp.jsonl out/demo/b-sdp.jsonl ...
 
 One row per file: the strategy with its sharding and recomputation (FSDP+AC,
 B-SDP+FSDP+AC, ...), the final full-model eval loss and its gap to the best
 achievable loss (the synthetic language's entropy rate), the peak memory per
 rank (the largest over ranks and steps) with the saving against DDP, the
 bytes sent per rank per step (the mean over ranks, averaged over the steps)
-with the ratio to DDP, and the median step time (rank 0's wall time of a
-training step, evaluation excluded). The DDP row (no sharding, no
+with the ratio to DDP, and with --step-time the median step time (rank 0's
+wall time of a training step, evaluation excluded). The DDP row (no sharding, no
 recomputation), when present, is the reference; without it the comparison
 columns show "-". Standard library only, so that any python3 runs it.
 """
@@ -99,7 +99,9 @@ def number(x, fmt):
     return "-" if x is None or (isinstance(x, float) and math.isnan(x)) else format(x, fmt)
 
 
-def main(paths):
+def main(args):
+    step_time = "--step-time" in args
+    paths = [a for a in args if a != "--step-time"]
     if not paths:
         fail("usage: demo_table.py METRICS.jsonl [METRICS.jsonl ...]")
     runs = [read_run(p) for p in paths]
@@ -125,10 +127,9 @@ def main(paths):
             number(saving, ".1f"),
             number(r["sent"] / MIB, ".3f"),
             number(ratio, ".2f"),
-            number(1e3 * r["step_seconds"], ".0f"),
-        ])
+        ] + ([number(1e3 * r["step_seconds"], ".0f")] if step_time else []))
     head = ["strategy", "eval loss", "gap", "peak MiB/rank", "saving %", "sent MiB/rank/step",
-            "vs DDP", "step ms"]
+            "vs DDP"] + (["step ms"] if step_time else [])
     widths = [max(len(h), *(len(row[i]) for row in rows)) for i, h in enumerate(head)]
 
     def line(cells):
@@ -147,8 +148,9 @@ def main(paths):
         print(line(row))
     print("eval loss: full model (union of all ranks' subnets) on the validation batches; "
           "gap: eval loss - entropy rate;\npeak: largest per-rank peak over ranks and steps, "
-          "saving against DDP; sent: bytes per rank per step (mean over ranks), ratio to DDP;\n"
-          "step: median wall time of a training step on rank 0 (the ranks share the cores).")
+          "saving against DDP; sent: bytes per rank per step (mean over ranks), ratio to DDP"
+          + (";\nstep: median wall time of a training step on rank 0 (the ranks share the cores)."
+             if step_time else "."))
 
 
 if __name__ == "__main__":
