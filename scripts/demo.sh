@@ -3,15 +3,22 @@
 # LLaMA on the built-in synthetic language as a 4-rank MPI job four times:
 # DDP, B-SDP, N-SDP and Bb-SDP (C = 0.5), with the same steps, per-rank batch
 # and seed, and prints one table comparing the loss reached (against the
-# language's entropy rate), the peak memory per rank and the traffic per rank.
+# language's entropy rate), the peak memory per rank, the traffic per rank and
+# the step time.
+#
+# With --sharding it runs DDP, FSDP with activation checkpointing (every
+# block's parameters sharded over the 4 ranks and gathered per block, every
+# block recomputed before its backward) and B-SDP + FSDP + AC (each storage
+# group sharded over its owners) instead, side by side in the same table.
 #
 #   bash scripts/demo.sh                        # the default demo
+#   bash scripts/demo.sh --sharding             # DDP, FSDP+AC, B-SDP+FSDP+AC
 #   bash scripts/demo.sh --steps 300 --lr 3e-3  # flags go to every sdp-train run
 #   bash scripts/demo.sh --active-fraction 0.75 # C of the SDP runs
 #
 # A flag given here replaces the demo's value of the same flag (sdp-train
-# refuses a flag given twice). Metrics: out/demo/<strategy>.jsonl, full logs:
-# out/demo/<strategy>.log.
+# refuses a flag given twice). Metrics: out/demo/<run>.jsonl, full logs:
+# out/demo/<run>.log.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -23,7 +30,8 @@ mkdir -p "$out"
 # every run the same or overwrite one file.
 for a in "$@"; do
   case "$a" in
-    --strategy | --strategy=* | --metrics | --metrics=* | --emulate-world* | --emulate-rank* | --dry-run)
+    --strategy | --strategy=* | --metrics | --metrics=* | --emulate-world* | --emulate-rank* | --dry-run | \
+    --shard | --shard=* | --activation-checkpointing | --activation-checkpointing=*)
       echo "demo: ${a%%=*} is set by the demo for each run; to choose it, run sdp-train" \
            "under mpirun yourself (README: 'Running a strategy yourself')" >&2
       exit 2 ;;
@@ -50,8 +58,10 @@ defaults=(--model mini --data synthetic --batch 8 --seq 64 --steps 150 --lr 1e-2
 # C applies to the SDP runs only (DDP is C = 1); the user's value replaces it.
 fraction=(--active-fraction 0.5)
 user=()
+sharding=false
 while [[ $# -gt 0 ]]; do
   case "$1" in
+    --sharding) sharding=true; shift ;;
     --active-fraction) [[ $# -ge 2 ]] || { echo "demo: --active-fraction needs a value" >&2; exit 2; }
                        fraction=("$1" "$2"); shift 2 ;;
     --active-fraction=*) fraction=("$1"); shift ;;
@@ -68,27 +78,42 @@ for ((i = 0; i < ${#defaults[@]}; i += 2)); do
   $overridden || common+=("$flag" "${defaults[i + 1]}")
 done
 
-strategies=(ddp b-sdp n-sdp bb-sdp)
-for s in "${strategies[@]}"; do rm -f "$out/$s.jsonl"; done
+# Each run: its name (the metrics and log file) and its flags besides C.
+if $sharding; then
+  runs=(ddp fsdp-ac b-sdp-fsdp-ac)
+else
+  runs=(ddp b-sdp n-sdp bb-sdp)
+fi
+run_flags() {
+  case $1 in
+    fsdp-ac) echo "--strategy fsdp --activation-checkpointing block" ;;
+    b-sdp-fsdp-ac) echo "--strategy b-sdp --shard full --activation-checkpointing block" ;;
+    *) echo "--strategy $1" ;;
+  esac
+}
+for s in "${runs[@]}"; do rm -f "$out/$s.jsonl"; done
 start=$SECONDS
 n=0
-for s in "${strategies[@]}"; do
+for s in "${runs[@]}"; do
   n=$((n + 1))
-  extra=()
-  [[ $s != ddp ]] && extra=("${fraction[@]}")
-  echo "demo: [$n/${#strategies[@]}] $s on $ranks ranks (${MPIRUN[*]} -np $ranks, log: $out/$s.log)"
+  read -ra flags <<<"$(run_flags "$s")"
+  [[ $s != ddp && $s != fsdp-ac ]] && flags+=("${fraction[@]}")
+  echo "demo: [$n/${#runs[@]}] $s on $ranks ranks (${MPIRUN[*]} -np $ranks, log: $out/$s.log)"
   # Only the evaluation lines are shown; the log keeps the plan, memory and
   # traffic tables sdp-train prints. (stdin closed: mpirun would forward it.)
   if ! "${MPIRUN[@]}" -np "$ranks" build/bin/sdp-train "${common[@]}" \
-         --strategy "$s" "${extra[@]}" "${user[@]}" --metrics "$out/$s.jsonl" \
+         "${flags[@]}" "${user[@]}" --metrics "$out/$s.jsonl" \
          --progress false </dev/null 2>&1 | tee "$out/$s.log" | awk '/^step /{print "  " $0; fflush()}'; then
     tail -n 20 "$out/$s.log" >&2
     echo "demo: the $s run failed; its whole output is $out/$s.log" >&2
     exit 1
   fi
 done
-echo "demo: ${#strategies[@]} runs in $((SECONDS - start)) s"
+echo "demo: ${#runs[@]} runs in $((SECONDS - start)) s"
 echo
 files=()
-for s in "${strategies[@]}"; do files+=("$out/$s.jsonl"); done
-python3 scripts/demo_table.py "${files[@]}"
+for s in "${runs[@]}"; do files+=("$out/$s.jsonl"); done
+# The sharding demo is about what the compositions cost, so it adds the step time.
+table_flags=()
+$sharding && table_flags=(--step-time)
+python3 scripts/demo_table.py "${table_flags[@]}" "${files[@]}"

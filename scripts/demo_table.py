@@ -1,15 +1,17 @@
 #!/usr/bin/env python3
 """Prints the demo's comparison table from sdp-train JSON-lines metrics.
 
-    python3 scripts/demo_table.py out/demo/ddp.jsonl out/demo/b-sdp.jsonl ...
+    python3 scripts/demo_table.py [--step-time] out/demo/ddp.jsonl out/demo/b-sdp.jsonl ...
 
-One row per file: the strategy, the final full-model eval loss and its gap to
-the best achievable loss (the synthetic language's entropy rate), the peak
-memory per rank (the largest over ranks and steps) with the saving against
-DDP, and the bytes sent per rank per step (the mean over ranks, averaged over
-the steps) with the ratio to DDP. The DDP row, when present, is the
-reference; without it the comparison columns show "-". Standard library
-only, so that any python3 runs it.
+One row per file: the strategy with its sharding and recomputation (FSDP+AC,
+B-SDP+FSDP+AC, ...), the final full-model eval loss and its gap to the best
+achievable loss (the synthetic language's entropy rate), the peak memory per
+rank (the largest over ranks and steps) with the saving against DDP, the
+bytes sent per rank per step (the mean over ranks, averaged over the steps)
+with the ratio to DDP, and with --step-time the median step time (rank 0's
+wall time of a training step, evaluation excluded). The DDP row (no sharding, no
+recomputation), when present, is the reference; without it the comparison
+columns show "-". Standard library only, so that any python3 runs it.
 """
 import json
 import math
@@ -52,10 +54,15 @@ def read_run(path):
         return step["memory"]["peak"]["total"] if key == "peak_bytes" else step["comm"]["sent_bytes"]
 
     parallel = summary.get("parallel", {})
+    config = summary["config"]
+    times = sorted(s["seconds"] for s in steps)
     return {
         "path": path,
-        "strategy": summary["config"]["strategy"],
-        "label": parallel.get("description", summary["config"]["strategy"]),
+        "strategy": config["strategy"],
+        "reference": (config["strategy"] == "ddp" and config.get("shard", "") in ("", "none")
+                      and config.get("activation_checkpointing", "none") == "none"),
+        "label": composition(parallel.get("description", config["strategy"]), config),
+        "step_seconds": times[len(times) // 2],
         "world": parallel.get("world", 1),
         "steps": summary["steps"],
         "eval_loss": summary.get("final_eval_loss"),
@@ -65,15 +72,40 @@ def read_run(path):
     }
 
 
+SHARD_LABELS = {"optimizer": "ZeRO-1", "grad": "ZeRO-2", "full": "FSDP"}
+
+
+def composition(description, config):
+    """'B-SDP+FSDP+AC (C = 0.5)': the strategy's description with its sharding and
+    recomputation added as sdp-plan labels its compositions."""
+    name, _, detail = description.replace(", cyclic", "").partition(" (")
+    shard = SHARD_LABELS.get(config.get("shard", ""))
+    if shard == "FSDP" and name == "DDP":
+        name = "FSDP"  # ddp with every parameter sharded is FSDP
+    elif shard and name != shard:  # --strategy fsdp is described as FSDP already
+        name += "+" + shard
+    ac = config.get("activation_checkpointing", "none")
+    if ac == "block":
+        name += "+AC"
+    elif ac.startswith("every:"):
+        name += "+AC:" + ac.split(":", 1)[1]
+    notes = [detail.rstrip(")")] if detail else []
+    if shard == "FSDP" and config.get("reshard_after_forward") is False:
+        notes.append("kept after forward")
+    return name + (f" ({', '.join(notes)})" if notes else "")
+
+
 def number(x, fmt):
     return "-" if x is None or (isinstance(x, float) and math.isnan(x)) else format(x, fmt)
 
 
-def main(paths):
+def main(args):
+    step_time = "--step-time" in args
+    paths = [a for a in args if a != "--step-time"]
     if not paths:
         fail("usage: demo_table.py METRICS.jsonl [METRICS.jsonl ...]")
     runs = [read_run(p) for p in paths]
-    ddp = next((r for r in runs if r["strategy"] == "ddp"), None)
+    ddp = next((r for r in runs if r["reference"]), None)
     bests = {r["best"] for r in runs if r["best"] is not None}
     if len(bests) > 1:
         fail("the runs are on different data (best achievable losses "
@@ -88,16 +120,16 @@ def main(paths):
             saving = 100.0 * (1.0 - r["peak"] / ddp["peak"])
             ratio = r["sent"] / ddp["sent"] if ddp["sent"] > 0 else None
         rows.append([
-            r["label"].replace(", cyclic", ""),
+            r["label"],
             number(r["eval_loss"], ".4f"),
             number(gap, "+.4f"),
             number(r["peak"] / MIB, ".2f"),
             number(saving, ".1f"),
             number(r["sent"] / MIB, ".3f"),
             number(ratio, ".2f"),
-        ])
+        ] + ([number(1e3 * r["step_seconds"], ".0f")] if step_time else []))
     head = ["strategy", "eval loss", "gap", "peak MiB/rank", "saving %", "sent MiB/rank/step",
-            "vs DDP"]
+            "vs DDP"] + (["step ms"] if step_time else [])
     widths = [max(len(h), *(len(row[i]) for row in rows)) for i, h in enumerate(head)]
 
     def line(cells):
@@ -116,7 +148,9 @@ def main(paths):
         print(line(row))
     print("eval loss: full model (union of all ranks' subnets) on the validation batches; "
           "gap: eval loss - entropy rate;\npeak: largest per-rank peak over ranks and steps, "
-          "saving against DDP; sent: bytes per rank per step (mean over ranks), ratio to DDP.")
+          "saving against DDP; sent: bytes per rank per step (mean over ranks), ratio to DDP"
+          + (";\nstep: median wall time of a training step on rank 0 (the ranks share the cores)."
+             if step_time else "."))
 
 
 if __name__ == "__main__":
