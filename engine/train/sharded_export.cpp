@@ -47,11 +47,11 @@ void export_sharded_checkpoint(const fs::path& checkpoint, const fs::path& out,
   facts.num_classes = sharded.index().value("model", nlohmann::json::object())
                           .value("num_classes", int64_t{0});
   const SubnetLayout layout = SubnetLayout::build(name, StrategySpec{}, 1, 0, facts);
+  CpuAllocator host;  // outlives the model
   const auto model = make_model(name, layout.model_layout, facts);
   if (sharded.architecture() != model_architecture(model->config_json()))
     fail("sharded checkpoint '", checkpoint.string(), "' holds another architecture than model ",
          name, " (", model->parameter_count(), " parameters) that its sdp_state.json names");
-  CpuAllocator host;
   model->materialize(host, state_dtype_of(sharded));
   ParameterSet& p = model->params();
   p.allocate_adam_state();
