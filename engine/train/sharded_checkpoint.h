@@ -52,7 +52,8 @@
 // index, the config files and sdp_state.json and commits; then tells every
 // rank whether the commit succeeded. A rank that fails makes every rank
 // throw the same error; a rank that dies or hangs ends the job through the
-// collectives' deadlines.
+// collectives' deadlines. The directory must be on a filesystem every rank
+// sees (a rank that cannot reach the staging directory fails the save).
 #include <cstdint>
 #include <filesystem>
 #include <map>
