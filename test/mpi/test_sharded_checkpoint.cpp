@@ -130,3 +130,49 @@ TEST_CASE("sharded checkpoints of an SDP job load anywhere and export to the hf 
   world().barrier();
   if (rank() == 0) fs::remove_all(root);
 }
+
+TEST_CASE("sharded checkpoints of a forward-masked ResNet hold the hf form's re-estimated "
+          "statistics", "[mpi][train][checkpoint][resnet]") {
+  const fs::path root = same_path_everywhere("sdp_mpi_sharded_resnet");
+  const fs::path sharded = root / "sharded", hf = root / "hf", exported = root / "exported";
+  if (rank() == 0) fs::create_directories(root);
+  world().barrier();
+  for (const char* strategy : {"b-sdp", "bb-sdp"}) {
+    CAPTURE(strategy);
+    TrainConfig c;
+    c.model = "resnet-tiny";
+    c.data = "synthetic-images:height=8,width=8,classes=5";
+    c.batch = 2;
+    c.steps = 3;
+    c.warmup = 1;
+    c.eval_every = 0;
+    c.eval_batches = 1;
+    c.recalibration_images = 16;  // rank 0 re-estimates the full model's statistics
+    c.progress = false;
+    c.strategy = strategy;
+    c.active_fraction = 0.5;
+    c.comm_timeout = 60;
+    TrainConfig cs = c;
+    cs.checkpoint_format = "sharded";
+    Trainer job(cs, world()), job_hf(c, world());
+    for (int s = 0; s < 2; ++s) CHECK(job.train_step().loss == job_hf.train_step().loss);
+    job.save_checkpoint(sharded);
+    job_hf.save_checkpoint(hf);
+    if (rank() == 0) {
+      export_sharded_checkpoint(sharded, exported, checkpoint::kDefaultMaxShardBytes);
+      const checkpoint::TensorCollection mine(exported, "model"), theirs(hf, "model");
+      CHECK(mine.contains("layer1.0.bn1.running_var"));
+      CHECK(differing_tensors(mine, theirs) == 0);
+      CHECK(differing_tensors(checkpoint::TensorCollection(exported, "optimizer"),
+                              checkpoint::TensorCollection(hf, "optimizer")) == 0);
+    }
+    // The resumed job continues as the uninterrupted one.
+    const StepResult next = job.train_step();
+    Trainer resumed(cs, world());
+    resumed.load_checkpoint(sharded);
+    CHECK(resumed.train_step().loss == next.loss);
+    world().barrier();
+  }
+  world().barrier();
+  if (rank() == 0) fs::remove_all(root);
+}
