@@ -370,3 +370,13 @@ TEST_CASE("a trainer's sharded checkpoint resumes, evaluates and exports as the 
     CHECK(from_export.train_step().loss == next_loss);
   }
 }
+
+TEST_CASE("checkpoint_format names its valid values", "[checkpoint][sharded][config]") {
+  TrainConfig c = sdp::testing::tiny_train_config();
+  c.checkpoint_format = "sharded";
+  REQUIRE_NOTHROW(c.validate());
+  CHECK(TrainConfig::from_json(c.to_json()).checkpoint_format == "sharded");
+  c.checkpoint_format = "zip";
+  REQUIRE_THROWS_WITH(c.validate(), Catch::Contains("checkpoint_format") &&
+                                        Catch::Contains("'zip' is invalid (valid: hf, sharded)"));
+}
