@@ -135,6 +135,9 @@ void add_options(CLI::App& app, CliOptions& o) {
   io->add_option("--resume", c.resume, "Checkpoint directory, or a save dir with a 'latest' file");
   io->add_option("--max-shard-size", c.max_shard_size,
                  "Largest checkpoint .safetensors file before sharding (5GB, 500MB, 2GiB, bytes)");
+  io->add_option("--checkpoint-format", c.checkpoint_format,
+                 "hf: rank 0 writes Hugging Face files; sharded: every rank writes its own "
+                 "parts (for large sharded jobs; sdp-export converts to hf). Either resumes");
   io->add_option("--metrics", c.metrics, "JSON-lines metrics file (one line per step + summary)");
   io->add_option("--progress", c.progress, "Live progress line when stdout is a terminal (true/false)");
 }

@@ -56,6 +56,28 @@ const char* torch_dtype_name(DType dtype) {
   fail("config.json: no torch dtype name for ", dtype_name(dtype));
 }
 
+std::vector<checkpoint::NamedTensor> full_moment_tensors(const ParameterSet& p, Allocator& scratch,
+                                                       std::vector<OwnedTensor>& keep_alive) {
+  auto moments = full_named_tensors(
+      p, [&](int id) { return p.adam_m(id); }, "exp_avg.", scratch, keep_alive, false);
+  for (auto& t : full_named_tensors(
+           p, [&](int id) { return p.adam_v(id); }, "exp_avg_sq.", scratch, keep_alive, false))
+    moments.push_back(t);
+  return moments;
+}
+
+void write_hf_config(const Model& model, DType stored, const std::filesystem::path& dir,
+                     const HfExportOptions& options) {
+  nlohmann::json config = model.config_json();
+  const auto* llama = dynamic_cast<const llama::LlamaModel*>(&model);
+  if (llama) {
+    config["torch_dtype"] = torch_dtype_name(stored);
+    set_special_token_ids(config, options.tokenizer);
+    write_hf_tokenizer_files(options.tokenizer, llama->config().max_seq, dir);
+  }
+  checkpoint::write_json_atomically(dir / "config.json", config);
+}
+
 void export_hf_model(const Model& model, const std::filesystem::path& dir,
                      const HfExportOptions& options) {
   const ParameterSet& p = model.params();
@@ -66,21 +88,14 @@ void export_hf_model(const Model& model, const std::filesystem::path& dir,
   std::filesystem::create_directories(dir);
   checkpoint::save_tensor_collection(dir, "model", weights, options.max_shard_bytes,
                                      {{"format", "pt"}});
-  nlohmann::json config = model.config_json();
-  const auto* llama = dynamic_cast<const llama::LlamaModel*>(&model);
-  if (llama) {
-    // What the file holds: f64 for an f64 run, the f32 masters of a bf16 one.
-    SDP_CHECK(!weights.empty(), "export: model ", model.name(), " has no parameters");
-    const DType stored = weights.front().tensor.dtype();
-    for (const auto& w : weights)
-      SDP_CHECK(w.tensor.dtype() == stored, "export: ", w.name, " is ",
-                dtype_name(w.tensor.dtype()), " but ", weights.front().name, " is ",
-                dtype_name(stored), "; config.json names one torch_dtype");
-    config["torch_dtype"] = torch_dtype_name(stored);
-    set_special_token_ids(config, options.tokenizer);
-    write_hf_tokenizer_files(options.tokenizer, llama->config().max_seq, dir);
-  }
-  checkpoint::write_json_atomically(dir / "config.json", config);
+  // What the file holds: f64 for an f64 run, the f32 masters of a bf16 one.
+  SDP_CHECK(!weights.empty(), "export: model ", model.name(), " has no parameters");
+  const DType stored = weights.front().tensor.dtype();
+  for (const auto& w : weights)
+    SDP_CHECK(w.tensor.dtype() == stored, "export: ", w.name, " is ",
+              dtype_name(w.tensor.dtype()), " but ", weights.front().name, " is ",
+              dtype_name(stored), "; config.json names one torch_dtype");
+  write_hf_config(model, stored, dir, options);
 }
 
 }  // namespace sdp

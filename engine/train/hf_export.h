@@ -39,6 +39,12 @@ struct HfExportOptions {
 void export_hf_model(const Model& model, const std::filesystem::path& dir,
                      const HfExportOptions& options = {});
 
+// config.json (and for LLaMA generation_config.json and the tokenizer files)
+// for weights stored in `stored` (torch_dtype), without writing the weights:
+// export_hf_model's files other than model.safetensors.
+void write_hf_config(const Model& model, DType stored, const std::filesystem::path& dir,
+                     const HfExportOptions& options = {});
+
 // "float32", "float64" or "bfloat16": torch's name of a dtype, as
 // config.json's torch_dtype spells it.
 const char* torch_dtype_name(DType dtype);
@@ -51,6 +57,11 @@ const char* torch_dtype_name(DType dtype);
 std::vector<checkpoint::NamedTensor> full_named_tensors(
     const ParameterSet& p, const std::function<Tensor(int)>& part_of, const std::string& prefix,
     Allocator& scratch, std::vector<OwnedTensor>& keep_alive, bool include_buffers = true);
+
+// The AdamW moments of every trained parameter as optimizer.safetensors
+// holds them: all "exp_avg.<name>" first, then all "exp_avg_sq.<name>".
+std::vector<checkpoint::NamedTensor> full_moment_tensors(const ParameterSet& p, Allocator& scratch,
+                                                       std::vector<OwnedTensor>& keep_alive);
 
 // Reads every held parameter of `p` from `weights` (HF names, full tensors;
 // pieces take their rows / columns), and, when `moments` is given, the AdamW

@@ -20,7 +20,8 @@ namespace sdp {
   X(weight_decay) X(beta1) X(beta2) X(eps) X(grad_clip) X(eval_every) X(eval_batches)    \
   X(recalibration_images) X(seed) X(device) X(dtype) X(threads) X(comm_timeout)          \
   X(bucket_mb) X(grad_reduce_dtype) X(emulate_world) X(emulate_rank) X(save_dir)         \
-  X(save_every) X(resume) X(max_shard_size) X(metrics) X(progress) X(skip_nonfinite)
+  X(save_every) X(resume) X(max_shard_size) X(checkpoint_format) X(metrics) X(progress)  \
+  X(skip_nonfinite)
 
 // The CPUs of this process's affinity mask (what OpenMP's
 // omp_get_num_procs() counts), read without OpenMP so that the config layer
@@ -200,6 +201,8 @@ void TrainConfig::validate() const {
   if (emulate_world == 0 && emulate_rank != 0)
     invalid("emulate_rank", emulate_rank, " needs emulate_world to be set");
   checkpoint::parse_byte_size(max_shard_size, "config: max_shard_size");
+  if (checkpoint_format != "hf" && checkpoint_format != "sharded")
+    invalid("checkpoint_format", "'", checkpoint_format, "' is invalid (valid: hf, sharded)");
   if (save_every > 0 && save_dir.empty())
     invalid("save_every", save_every, " needs save_dir to be set");
 }

@@ -84,6 +84,10 @@ struct TrainConfig {
   // Largest safetensors file of a checkpoint ("5GB", "500MB", "2GiB", bytes;
   // GB = 10^9, GiB = 2^30); above it model / optimizer tensors are sharded.
   std::string max_shard_size = "5GB";
+  // Form of a checkpoint directory: "hf" (rank 0 assembles the whole model
+  // and writes Hugging Face files) or "sharded" (every rank writes its own
+  // parts in parallel, with one index: sharded_checkpoint.h). Either loads.
+  std::string checkpoint_format = "hf";
   std::string metrics;                  // JSON-lines path; empty: none
   bool progress = true;                 // progress line on a terminal
 

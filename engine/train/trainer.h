@@ -88,7 +88,9 @@ class Trainer {
 
   // Writes a checkpoint directory atomically (rank 0 writes; every rank must
   // call it): model.safetensors (full tensors, Hugging Face names),
-  // config.json, optimizer.safetensors, sdp_state.json.
+  // config.json, optimizer.safetensors, sdp_state.json; with
+  // config.checkpoint_format = "sharded" every rank writes its own parts
+  // (sharded_checkpoint.h). load_checkpoint reads either form.
   void save_checkpoint(const std::filesystem::path& dir);
   // Restores this rank's parts of the weights and optimizer moments, step and
   // data position; the checkpoint may come from another world size or plan.

@@ -18,6 +18,9 @@
 //   sdp_state.json         step, training config, data position (checkpoint_dir.h)
 // The directory is written through a DirectoryTransaction: a crash leaves
 // either the previous checkpoint or the new one, never a mix.
+// With checkpoint_format = "sharded" every rank writes its own parts instead
+// of model / optimizer.safetensors (sharded_checkpoint.h); loading tells the
+// forms apart by the index file.
 #include <cstdio>
 #include <vector>
 
@@ -29,6 +32,7 @@
 #include "engine/train/checkpoint_dir.h"
 #include "engine/train/hf_export.h"
 #include "engine/train/rank_agreement.h"
+#include "engine/train/sharded_checkpoint.h"
 #include "engine/train/trainer.h"
 #include "models/registry.h"
 #include "models/common/parameter_pieces.h"
@@ -96,6 +100,15 @@ void Trainer::save_checkpoint(const fs::path& dir) {
   if (world_->backend() == "emulated")
     fail("checkpoints need every rank's components; an emulated rank (emulate_world = ",
          config_.emulate_world, ") has only its own, so it cannot save one");
+  const nlohmann::json state = {{"format_version", kFormatVersion},
+                                 {"step", step_},
+                                 {"train_config", config_.to_json()},
+                                 {"data", train_data_->state()},
+                                 // Every random draw (initialization, synthetic
+                                 // data) is counter-based: the seed and the data
+                                 // position above are the whole generator state.
+                                 {"rng", {{"kind", "counter-based"}, {"seed", config_.seed}}},
+                                 {"parallel", layout_.to_json()}};
   // Each component is written once, whole: rank 0 assembles the full model
   // from the owners (values and AdamW moments); the other ranks only send.
   // Where rank 0 owns every group (one process, DDP) it writes its own model.
@@ -104,6 +117,31 @@ void Trainer::save_checkpoint(const fs::path& dir) {
   // Shards are whole nowhere: they are assembled like other ranks' groups.
   rank0_owns_all &= !model_->params().any_sharded();
   merge_buffers();
+  if (config_.checkpoint_format == "sharded") {
+    // Every rank writes its own parts (sharded_checkpoint.h). Buffers are
+    // the one thing the hf form re-estimates on rank 0's assembled full
+    // model; the same steps give the same statistics here.
+    ShardedSave save;
+    save.params = &model_->params();
+    for (const StorageGroup& g : layout_.groups) save.selection.root.push_back(g.root == world_->rank());
+    if (model_->params().has_buffers() && !rank0_owns_all) {
+      Model& full = gather_full_model(false);
+      if (world_->rank() == 0) {
+        recalibrate_full_model(full);
+        save.buffers_from = &full.params();
+      }
+      save.selection.buffers = false;
+    }
+    if (world_->rank() == 0) {
+      save.model = model_.get();
+      save.hf.tokenizer = train_data_->tokenizer();
+      save.state = state;
+      save.header = {world_->size(), model_architecture(model_->config_json()), config_.model,
+                     facts_.num_classes, model_->params().state_dtype()};
+    }
+    save_sharded_checkpoint(*world_, dir, save);
+    return;
+  }
   Model& source = rank0_owns_all ? *model_ : gather_full_model(true);
   if (world_->rank() == 0 && &source != model_.get()) recalibrate_full_model(source);
   if (world_->rank() != 0) {
@@ -113,11 +151,7 @@ void Trainer::save_checkpoint(const fs::path& dir) {
   const ParameterSet& p = source.params();
   CpuAllocator scratch;
   std::vector<OwnedTensor> assembled;
-  auto moments = full_named_tensors(
-      p, [&](int id) { return p.adam_m(id); }, "exp_avg.", scratch, assembled, false);
-  for (auto& t : full_named_tensors(
-           p, [&](int id) { return p.adam_v(id); }, "exp_avg_sq.", scratch, assembled, false))
-    moments.push_back(t);
+  const auto moments = full_moment_tensors(p, scratch, assembled);
   ck::DirectoryTransaction tx(dir);
   const fs::path& out = tx.staging_dir();
   HfExportOptions hf;
@@ -125,16 +159,7 @@ void Trainer::save_checkpoint(const fs::path& dir) {
   hf.tokenizer = train_data_->tokenizer();
   export_hf_model(source, out, hf);  // model.safetensors, config.json, tokenizer files
   ck::save_tensor_collection(out, "optimizer", moments, hf.max_shard_bytes);
-  ck::write_json_atomically(out / kStateFileName,
-                            {{"format_version", kFormatVersion},
-                             {"step", step_},
-                             {"train_config", config_.to_json()},
-                             {"data", train_data_->state()},
-                             // Every random draw (initialization, synthetic
-                             // data) is counter-based: the seed and the data
-                             // position above are the whole generator state.
-                             {"rng", {{"kind", "counter-based"}, {"seed", config_.seed}}},
-                             {"parallel", layout_.to_json()}});
+  ck::write_json_atomically(out / kStateFileName, state);
   tx.commit();
   if (world_->size() > 1) world_->barrier();
 }
@@ -202,9 +227,20 @@ void Trainer::load_checkpoint(const fs::path& dir) {
          " parameters)");
 
   ParameterSet& p = model_->params();
-  const ck::TensorCollection weights(dir, "model");
-  const ck::TensorCollection moments(dir, "optimizer");
-  read_parameter_set(p, weights, &moments);
+  if (is_sharded_checkpoint(dir)) {
+    if (ck::tensor_collection_exists(dir, "model"))
+      fail("checkpoint ", dir.string(), " holds both forms (", kShardIndexFileName,
+           " and model.safetensors); expected one");
+    const ShardedCheckpoint sharded(dir);
+    if (sharded.architecture() != model_architecture(model_->config_json()))
+      fail("checkpoint ", dir.string(), " (", kShardIndexFileName, ") holds another model than ",
+           model_->name(), " (", model_->parameter_count(), " parameters)");
+    read_sharded_parameter_set(p, sharded, true);
+  } else {
+    const ck::TensorCollection weights(dir, "model");
+    const ck::TensorCollection moments(dir, "optimizer");
+    read_parameter_set(p, weights, &moments);
+  }
   // A resumed run reproduces the uninterrupted one only with the same data
   // stream; other fields (steps, lr, ...) may change on purpose.
   const nlohmann::json saved_cfg = state.value("train_config", nlohmann::json::object());
