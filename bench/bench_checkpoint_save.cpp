@@ -55,8 +55,9 @@ int main(int argc, char** argv) {
   c.comm_timeout = 3600;
   std::string dir = "/tmp/sdp_bench_checkpoint";
   app.add_option("--model", c.model, "Model name");
-  app.add_option("--strategy", c.strategy, "ddp, b-sdp, n-sdp, bb-sdp, nb-sdp");
-  app.add_option("--active-fraction", c.active_fraction, "C of SDP strategies");
+  app.add_option("--strategy", c.parallel.strategy, "ddp, fsdp, b-sdp, n-sdp, bb-sdp, nb-sdp");
+  app.add_option("--active-fraction", c.parallel.active_fraction, "C of SDP strategies");
+  app.add_option("--shard", c.parallel.shard, "none, optimizer, grad, full");
   app.add_option("--format", c.checkpoint_format, "hf or sharded");
   app.add_option("--batch", c.batch, "Sequences per rank in the one training step");
   app.add_option("--seq", c.seq, "Tokens per sequence");
@@ -84,8 +85,9 @@ int main(int argc, char** argv) {
         if (e.is_regular_file()) bytes += e.file_size();
       out = {{"model", c.model},
              {"parameters", trainer.model().parameter_count()},
-             {"strategy", c.strategy},
-             {"active_fraction", c.active_fraction},
+             {"strategy", c.parallel.strategy},
+             {"active_fraction", c.parallel.active_fraction},
+             {"shard", std::string(sdp::shard_level_name(c.parallel.shard_level()))},
              {"format", c.checkpoint_format},
              {"ranks", world->size()},
              {"save_seconds", seconds},
