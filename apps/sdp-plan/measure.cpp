@@ -23,16 +23,33 @@ Summary summarize(const std::vector<double>& v) {
   return s;
 }
 
-Summary StrategySteps::peak() const {
+namespace {
+
+Summary over_ranks(const std::vector<RankStep>& ranks, double RankStep::*field) {
   std::vector<double> v;
-  for (const RankStep& r : ranks) v.push_back(r.peak_bytes);
+  for (const RankStep& r : ranks) v.push_back(r.*field);
   return summarize(v);
 }
 
-Summary StrategySteps::sent() const {
-  std::vector<double> v;
-  for (const RankStep& r : ranks) v.push_back(r.sent_bytes);
-  return summarize(v);
+// FLOPs of one meta step of `config` (one rank).
+double step_flops(const TrainConfig& config) {
+  Trainer trainer(config);
+  return trainer.train_step().flops;
+}
+
+}  // namespace
+
+Summary StrategySteps::peak() const { return over_ranks(ranks, &RankStep::peak_bytes); }
+Summary StrategySteps::sent() const { return over_ranks(ranks, &RankStep::sent_bytes); }
+Summary StrategySteps::gathered_peak() const {
+  return over_ranks(ranks, &RankStep::gathered_peak_bytes);
+}
+Summary StrategySteps::flops() const { return over_ranks(ranks, &RankStep::flops); }
+Summary StrategySteps::recompute_flops() const {
+  return over_ranks(ranks, &RankStep::recompute_flops);
+}
+int StrategySteps::meta_steps() const {
+  return static_cast<int>(ranks.size()) * (request.recompute.enabled() ? 2 : 1);
 }
 
 StrategySteps measure_strategy(const PlannerJob& job, const StrategyRequest& request) {
@@ -52,6 +69,15 @@ StrategySteps measure_strategy(const PlannerJob& job, const StrategyRequest& req
     r.comm = step.comm;
     r.peak_bytes = step.memory["peak"]["total"].get<double>();
     r.sent_bytes = step.comm["sent_bytes"].get<double>();
+    r.gathered_peak_bytes = step.memory["peak"]["by_category"]["gathered"].get<double>();
+    r.flops = step.flops;
+    if (request.recompute.enabled()) {
+      // The twin without recomputation: the difference is what recomputing
+      // costs (the checkpointed blocks' forwards), counted rather than modelled.
+      TrainConfig twin = config;
+      twin.parallel.activation_checkpointing = RecomputePolicy{}.name();
+      r.recompute_flops = step.flops - step_flops(twin);
+    }
     r.seconds = std::chrono::duration<double>(clock::now() - start).count();
     out.ranks.push_back(std::move(r));
     if (rank > 0) continue;

@@ -16,9 +16,14 @@ struct RankStep {
   int rank = 0;
   double peak_bytes = 0;   // memory["peak"]["total"]
   double sent_bytes = 0;   // comm["sent_bytes"]
+  double gathered_peak_bytes = 0;  // memory["peak"]["by_category"]["gathered"]
+  double flops = 0;        // StepResult::flops: recomputation included
+  // flops minus the FLOPs of the same rank and composition without
+  // recomputation (a second meta step); 0 when nothing is recomputed.
+  double recompute_flops = 0;
   nlohmann::json memory;   // memory_json() of the step
   nlohmann::json comm;     // CommStats::to_json() of the step
-  double seconds = 0;      // building the trainer and running the step
+  double seconds = 0;      // building the trainer and running the step (and its twin)
 };
 
 struct Summary {
@@ -42,6 +47,11 @@ struct StrategySteps {
 
   Summary peak() const;
   Summary sent() const;
+  Summary gathered_peak() const;
+  Summary flops() const;
+  Summary recompute_flops() const;
+  // Meta steps run for this strategy: one per rank, two with recomputation.
+  int meta_steps() const;
 };
 
 // Runs the step of every rank of `strategy` in rank order.

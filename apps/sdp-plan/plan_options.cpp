@@ -97,7 +97,8 @@ void add_options(CLI::App& app, PlanOptions& o) {
   app.add_option("--grad-accum", c.grad_accum, "Micro-batches per optimizer step")
       ->check(app::integer_in(int64_t{1}, L::kGradAccum))
       ->capture_default_str();
-  app.add_option("--dtype", c.dtype, "f32 or f64")->capture_default_str();
+  app.add_option("--dtype", c.dtype, "f32, f64 or bf16 (bf16 parameters, f32 masters)")
+      ->capture_default_str();
   app.add_option("--plan", p.plan, "Subnet plan construction: cyclic or random")
       ->capture_default_str();
   app.add_option("--plan-seed", p.plan_seed, "Seed of random plans")

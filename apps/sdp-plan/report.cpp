@@ -24,6 +24,8 @@ struct Units {
   double memory = kGiB;
   const char* memory_name = "GiB";
   int comm_digits = 1;
+  double flops = 1e12;  // TFLOP, or GFLOP when DDP computes under 1 TFLOP a step
+  const char* flops_name = "TFLOP";
 };
 
 std::string fixed(double v, int digits) {
@@ -111,6 +113,10 @@ Units units_for(const StrategySteps& ddp) {
     u.memory_name = "MiB";
   }
   if (ddp.sent().mean < 100 * kMB) u.comm_digits = 3;
+  if (ddp.flops().mean < 1e12) {
+    u.flops = 1e9;
+    u.flops_name = "GFLOP";
+  }
   return u;
 }
 
@@ -161,6 +167,21 @@ std::string markdown(const PlanReport& rep) {
     out += " " + mem(top.peak_bytes) + " | " + peak_phase(top.memory) + " |\n";
   }
 
+  const std::string fl = u.flops_name;
+  out += format("\nCompute per rank per step (", fl, " = 10^", u.flops == 1e12 ? 12 : 9,
+                " FLOPs of matmuls and attention, recomputation included; recompute = the "
+                "step's FLOPs minus those of the same composition without recomputation):\n\n"
+                "| strategy | C | shard | recompute policy | FLOPs/rank mean (", fl,
+                ") | FLOPs/rank max (", fl, ") | recompute mean (", fl,
+                ") | recompute / step |\n|---|---:|---|---|---:|---:|---:|---:|\n");
+  for (const Row& r : all) {
+    const Summary flops = r.s.flops(), recompute = r.s.recompute_flops();
+    out += format("| ", r.name(), " | ", r.c(), " | ", r.s.shard, " | ",
+                  r.s.activation_checkpointing, " | ", fixed(flops.mean / u.flops, 3), " | ",
+                  fixed(flops.max / u.flops, 3), " | ", fixed(recompute.mean / u.flops, 3),
+                  " | ", percent(ratio(recompute.mean, flops.mean)), " |\n");
+  }
+
   if (rep.job.per_rank) {
     out += format("\nPer rank: peak memory ", unit, " / sent MB per step.\n\n| rank |");
     for (const Row& r : all) out += " " + r.s.label + " " + r.c() + " |";
@@ -176,9 +197,11 @@ std::string markdown(const PlanReport& rep) {
       out += "\n";
     }
   }
-  const size_t steps = rep.strategies.size() * static_cast<size_t>(rep.job.world);
+  size_t steps = 0;
+  for (const StrategySteps& s : rep.strategies) steps += static_cast<size_t>(s.meta_steps());
   out += format("\n", steps, " meta steps (", rep.strategies.size(), " strategies x ",
-                rep.job.world, " ranks) in ", fixed(rep.seconds, 2), " s.\n");
+                rep.job.world, " ranks, and a twin without recomputation for each rank that "
+                "recomputes) in ", fixed(rep.seconds, 2), " s.\n");
   return out;
 }
 
@@ -188,11 +211,14 @@ std::string csv(const PlanReport& rep) {
       "strategy,active_fraction,owners,world,components,spectral_gap,requested,rank,"
       "peak_max_bytes,peak_mean_bytes,peak_min_bytes,peak_rank";
   for (const std::string& c : cats) out += "," + c + "_bytes";
-  out += ",saving_vs_ddp,sent_mean_bytes,sent_max_bytes,sent_min_bytes,comm_ratio_vs_ddp,label\n";
+  out += ",saving_vs_ddp,sent_mean_bytes,sent_max_bytes,sent_min_bytes,comm_ratio_vs_ddp,"
+         "gathered_peak_bytes,flops_mean,flops_max,recompute_flops_mean,recompute_flops_max,"
+         "shard,activation_checkpointing,label\n";
   const StrategySteps& ddp = rep.strategies[static_cast<size_t>(rep.job.baseline)];
   const Summary ddp_peak = ddp.peak(), ddp_sent = ddp.sent();
   // A rank row is the summary of that one rank, against the same baseline.
   auto line = [&](const Row& r, const std::string& rank, const Summary& peak, const Summary& sent,
+                  const Summary& gathered, const Summary& flops, const Summary& recompute,
                   const RankStep& top) {
     out += format(r.s.request.strategy, ",", r.c(), ",", r.s.owners, ",", rep.job.world, ",",
                   r.s.components, ",", csv_number(r.s.spectral_gap), ",",
@@ -202,15 +228,19 @@ std::string csv(const PlanReport& rep) {
       out += "," + csv_number(top.memory["peak"]["at_peak"][c].get<double>());
     out += format(",", csv_number(1 - ratio(peak.max, ddp_peak.max)), ",", csv_number(sent.mean),
                   ",", csv_number(sent.max), ",", csv_number(sent.min), ",",
-                  csv_number(ratio(sent.mean, ddp_sent.mean)), ",", r.s.label, "\n");
+                  csv_number(ratio(sent.mean, ddp_sent.mean)), ",", csv_number(gathered.max),
+                  ",", csv_number(flops.mean), ",", csv_number(flops.max), ",",
+                  csv_number(recompute.mean), ",", csv_number(recompute.max), ",", r.s.shard,
+                  ",", r.s.activation_checkpointing, ",", r.s.label, "\n");
   };
   for (const Row& r : rows(rep)) {
-    line(r, "all", r.peak, r.sent, r.s.ranks[static_cast<size_t>(r.peak.argmax)]);
+    line(r, "all", r.peak, r.sent, r.s.gathered_peak(), r.s.flops(), r.s.recompute_flops(),
+         r.s.ranks[static_cast<size_t>(r.peak.argmax)]);
     if (!rep.job.per_rank) continue;
     for (const RankStep& s : r.s.ranks) {
-      const Summary peak{s.peak_bytes, s.peak_bytes, s.peak_bytes, s.rank};
-      const Summary sent{s.sent_bytes, s.sent_bytes, s.sent_bytes, s.rank};
-      line(r, std::to_string(s.rank), peak, sent, s);
+      auto one = [&](double v) { return Summary{v, v, v, s.rank}; };
+      line(r, std::to_string(s.rank), one(s.peak_bytes), one(s.sent_bytes),
+           one(s.gathered_peak_bytes), one(s.flops), one(s.recompute_flops), s);
     }
   }
   return out;
@@ -227,13 +257,20 @@ std::string json(const PlanReport& rep) {
   const auto model = make_model(b.model);
   nlohmann::json strategies = nlohmann::json::array();
   for (const Row& r : rows(rep)) {
-    std::vector<double> peaks, sents;
+    std::vector<double> peaks, sents, gathered, flops, recompute;
     nlohmann::json ranks = nlohmann::json::array();
     for (const RankStep& s : r.s.ranks) {
       peaks.push_back(s.peak_bytes);
       sents.push_back(s.sent_bytes);
-      ranks.push_back(
-          {{"rank", s.rank}, {"memory", s.memory}, {"comm", s.comm}, {"seconds", s.seconds}});
+      gathered.push_back(s.gathered_peak_bytes);
+      flops.push_back(s.flops);
+      recompute.push_back(s.recompute_flops);
+      ranks.push_back({{"rank", s.rank},
+                       {"memory", s.memory},
+                       {"comm", s.comm},
+                       {"flops", s.flops},
+                       {"recompute_flops", s.recompute_flops},
+                       {"seconds", s.seconds}});
     }
     const RankStep& top = r.s.ranks[static_cast<size_t>(r.peak.argmax)];
     strategies.push_back(
@@ -255,6 +292,9 @@ std::string json(const PlanReport& rep) {
          {"phase_peak", top.memory["phase_peak"]},
          {"saving_vs_ddp", r.saving},
          {"sent_bytes", summary_json(r.sent, sents)},
+         {"gathered_peak_bytes", summary_json(r.s.gathered_peak(), gathered)},
+         {"flops", summary_json(r.s.flops(), flops)},
+         {"recompute_flops", summary_json(r.s.recompute_flops(), recompute)},
          {"comm_ratio_vs_ddp", r.comm_ratio},
          {"comm_ratio_max_vs_ddp", r.comm_ratio_max},
          {"ranks", ranks}});

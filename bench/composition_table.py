@@ -1,0 +1,227 @@
+#!/usr/bin/env python3
+"""The SDP paper's composition table from dry runs: per-rank peak memory and
+bytes sent of DDP, FSDP, activation checkpointing (AC) and B-SDP, N-SDP and
+Bb-SDP composed with them, for the paper's LLaMA models and for CIFAR
+ResNets, from sdp-plan (one meta-device step of every emulated rank, no MPI,
+no GPU), beside the paper's ratios.
+
+Usage: python3 bench/composition_table.py [--sdp-plan build/bin/sdp-plan]
+           [--models llama-134m,llama-500m,llama-1b] [--worlds 8,16]
+           [--dtypes f32,bf16] [--fraction 0.6875] [--no-resnet]
+           [--check-ordering]
+Prints markdown to stdout. For every LLaMA table it prints one line
+"ordering B-SDP+FSDP+AC < FSDP+AC < DDP (peak max per rank): holds|fails";
+--check-ordering exits 1 when one fails. Standard library only.
+"""
+import argparse
+import datetime
+import json
+import os
+import shlex
+import subprocess
+import sys
+
+GIB, MIB, MB = 2**30, 2**20, 1e6
+
+# Per rank: the batch of the dry-run tables of bench/RESULTS.md ("Dry-run
+# memory of the paper's LLaMA models", "SDP dry-run planner tables").
+LLAMA_BATCH, LLAMA_SEQ = 8, 1024
+RESNET_MODELS, RESNET_WORLD, RESNET_BATCH, RESNET_DTYPE, RESNET_C = (
+    ["resnet18", "wrn18"], 8, 128, "f32", 0.5)
+
+# The SDP paper's peak memory per GPU (GB) for its LLaMA composition figure.
+PAPER_GB = {"DDP": 70.9, "FSDP+AC": 11.0, "B-SDP+FSDP+AC": 9.7}
+PAPER_RATIO = {k: v / PAPER_GB["DDP"] for k, v in PAPER_GB.items()}
+
+BREAKDOWN = ["param", "master", "gathered", "grad", "optim", "activation"]
+
+
+def llama_items(c):
+    """(row name, --strategies item). Bb-SDP with full sharding is refused by
+    design (backward masking runs the full forward, so every rank needs every
+    parameter whole): its sharded rows use ZeRO-2 (gradients and AdamW state
+    sharded over each component's owners)."""
+    rows = [("DDP", "ddp"), ("FSDP", "fsdp"), ("FSDP+AC", "fsdp+ac")]
+    for label, name in (("B-SDP", "b-sdp"), ("N-SDP", "n-sdp")):
+        rows += [(label, f"{name}:{c}"), (f"{label}+AC", f"{name}:{c}+ac"),
+                 (f"{label}+FSDP", f"{name}:{c}+fsdp"),
+                 (f"{label}+FSDP+AC", f"{name}:{c}+fsdp+ac")]
+    rows += [("Bb-SDP", f"bb-sdp:{c}"), ("Bb-SDP+AC", f"bb-sdp:{c}+ac"),
+             ("Bb-SDP+ZeRO-2", f"bb-sdp:{c}+zero2"), ("Bb-SDP+ZeRO-2+AC", f"bb-sdp:{c}+zero2+ac")]
+    return rows
+
+
+def resnet_items(c):
+    return [("DDP", "ddp"), ("FSDP", "fsdp"), ("FSDP+AC", "fsdp+ac"), ("B-SDP", f"b-sdp:{c}"),
+            ("B-SDP+FSDP+AC", f"b-sdp:{c}+fsdp+ac"), ("N-SDP+FSDP+AC", f"n-sdp:{c}+fsdp+ac")]
+
+
+def run_plan(binary, model, world, dtype, batch, seq, items):
+    cmd = [binary, "--model", model, "--world", str(world), "--batch", str(batch)]
+    if seq:
+        cmd += ["--seq", str(seq)]
+    cmd += ["--dtype", dtype, "--strategies", ",".join(i for _, i in items), "--format", "json"]
+    run = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    if run.returncode != 0:
+        sys.exit(f"composition_table: {' '.join(cmd)} failed ({run.returncode}): {run.stderr}")
+    report = json.loads(run.stdout)
+    got = [s["label"] for s in report["strategies"]]
+    want = [name for name, _ in items]
+    if got != want:
+        sys.exit(f"composition_table: sdp-plan labels {got}, expected {want}")
+    return cmd, report
+
+
+def git(*args):
+    try:
+        return subprocess.run(["git", *args], check=True, stdout=subprocess.PIPE,
+                              stderr=subprocess.DEVNULL, text=True).stdout.strip()
+    except (OSError, subprocess.CalledProcessError):
+        return "unknown"
+
+
+def table(report, unit, unit_name):
+    """Markdown rows of one sdp-plan report; returns (text, {label: strategy})."""
+    by = {s["label"]: s for s in report["strategies"]}
+    ddp = by["DDP"]
+    ddp_peak, ddp_sent = ddp["peak_bytes"]["max"], ddp["sent_bytes"]["mean"]
+    head = (f"| composition | shard | peak max {unit_name} | vs DDP | sent mean MB | vs DDP | "
+            + " | ".join(BREAKDOWN) + f" | other | peak gathered | recompute / step |\n"
+            + "|---|---|" + "---:|" * (4 + len(BREAKDOWN) + 3) + "\n")
+    lines = []
+    for s in report["strategies"]:
+        top = s["ranks"][s["peak_bytes"]["max_rank"]]["memory"]["peak"]["at_peak"]
+        other = sum(v for k, v in top.items() if k not in BREAKDOWN)
+        flops, rec = s["flops"]["mean"], s["recompute_flops"]["mean"]
+        cells = [s["label"], s["shard"], f"{s['peak_bytes']['max'] / unit:.2f}",
+                 f"{s['peak_bytes']['max'] / ddp_peak:.3f}", f"{s['sent_bytes']['mean'] / MB:.1f}",
+                 f"{s['sent_bytes']['mean'] / ddp_sent:.3f}" if ddp_sent > 0 else "n/a"]
+        cells += [f"{top[k] / unit:.2f}" for k in BREAKDOWN]
+        cells += [f"{other / unit:.2f}", f"{s['gathered_peak_bytes']['max'] / unit:.2f}",
+                  f"{100 * rec / flops:.1f}%"]
+        lines.append("| " + " | ".join(cells) + " |\n")
+    return head + "".join(lines), by
+
+
+def ordering(by):
+    """B-SDP+FSDP+AC < FSDP+AC < DDP on the highest per-rank peak."""
+    a, b, c = (by[k]["peak_bytes"]["max"] for k in ("B-SDP+FSDP+AC", "FSDP+AC", "DDP"))
+    return a < b < c, (a, b, c)
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    here = os.path.dirname(os.path.abspath(__file__))
+    ap.add_argument("--sdp-plan", default=os.path.join(here, "..", "build", "bin", "sdp-plan"))
+    ap.add_argument("--models", default="llama-134m,llama-500m,llama-1b")
+    ap.add_argument("--worlds", default="8,16")
+    ap.add_argument("--dtypes", default="f32,bf16")
+    ap.add_argument("--fraction", type=float, default=0.6875, help="C of the SDP rows")
+    ap.add_argument("--no-resnet", action="store_true", help="skip the ResNet tables")
+    ap.add_argument("--check-ordering", action="store_true",
+                    help="exit 1 when B-SDP+FSDP+AC < FSDP+AC < DDP fails for a table")
+    args = ap.parse_args()
+    if not os.path.exists(args.sdp_plan):
+        sys.exit(f"composition_table: --sdp-plan '{args.sdp_plan}' does not exist (build "
+                 "sdp-plan first, or give its path)")
+    models = [m for m in args.models.split(",") if m]
+    worlds = [int(w) for w in args.worlds.split(",") if w]
+    dtypes = [d for d in args.dtypes.split(",") if d]
+    c = args.fraction
+
+    out = []
+    commands = []
+    summary = []
+    all_hold = True
+    meta_seconds = 0.0
+    for model in models:
+        for world in worlds:
+            for dtype in dtypes:
+                cmd, rep = run_plan(args.sdp_plan, model, world, dtype, LLAMA_BATCH, LLAMA_SEQ,
+                                    llama_items(c))
+                commands.append(cmd)
+                meta_seconds += rep["seconds"]
+                text, by = table(rep, GIB, "GiB")
+                r = by["B-SDP"]["owners_per_component"]
+                holds, (a, b, d) = ordering(by)
+                all_hold &= holds
+                out.append(f"### {model} ({rep['parameters'] / 1e6:.1f}M parameters), {world} "
+                           f"ranks, {dtype}, C = {c} (r/N = {r}/{world} = {r / world:.4g})\n\n")
+                out.append(text)
+                out.append(f"\nordering B-SDP+FSDP+AC < FSDP+AC < DDP (peak max per rank): "
+                           f"{'holds' if holds else 'fails'} ({a / GIB:.2f} < {b / GIB:.2f} < "
+                           f"{d / GIB:.2f} GiB)\n\n")
+                summary.append((model, world, dtype, r, by, holds))
+
+    out.append("### Against the paper's ratios (peak per rank / DDP's)\n\n")
+    out.append(f"Paper: DDP {PAPER_GB['DDP']} GB, FSDP+AC {PAPER_GB['FSDP+AC']} GB "
+               f"({PAPER_RATIO['FSDP+AC']:.3f} of DDP), B-SDP+FSDP+AC {PAPER_GB['B-SDP+FSDP+AC']}"
+               f" GB ({PAPER_RATIO['B-SDP+FSDP+AC']:.3f} of DDP); ordering B-SDP+FSDP+AC < "
+               "FSDP+AC < DDP.\n\n")
+    out.append("| model | ranks | dtype | r/N | DDP peak GiB | FSDP+AC / DDP (paper 0.155) | "
+               "B-SDP+FSDP+AC / DDP (paper 0.137) | B-SDP+FSDP+AC / FSDP+AC (paper 0.882) | "
+               "N-SDP+FSDP+AC / DDP | ordering |\n|---|---:|---|---:|---:|---:|---:|---:|---:|---|\n")
+    for model, world, dtype, r, by, holds in summary:
+        p = {k: by[k]["peak_bytes"]["max"] for k in ("DDP", "FSDP+AC", "B-SDP+FSDP+AC",
+                                                     "N-SDP+FSDP+AC")}
+        out.append(f"| {model} | {world} | {dtype} | {r}/{world} | {p['DDP'] / GIB:.2f} | "
+                   f"{p['FSDP+AC'] / p['DDP']:.3f} | {p['B-SDP+FSDP+AC'] / p['DDP']:.3f} | "
+                   f"{p['B-SDP+FSDP+AC'] / p['FSDP+AC']:.3f} | "
+                   f"{p['N-SDP+FSDP+AC'] / p['DDP']:.3f} | {'holds' if holds else 'fails'} |\n")
+    out.append("\n")
+
+    if not args.no_resnet:
+        for model in RESNET_MODELS:
+            cmd, rep = run_plan(args.sdp_plan, model, RESNET_WORLD, RESNET_DTYPE, RESNET_BATCH,
+                                None, resnet_items(RESNET_C))
+            commands.append(cmd)
+            meta_seconds += rep["seconds"]
+            text, by = table(rep, MIB, "MiB")
+            r = by["B-SDP"]["owners_per_component"]
+            out.append(f"### {model} ({rep['parameters'] / 1e6:.1f}M parameters), "
+                       f"{RESNET_WORLD} ranks, batch {RESNET_BATCH} images per rank, "
+                       f"{RESNET_DTYPE}, C = {RESNET_C} (r/N = {r}/{RESNET_WORLD}), "
+                       f"{rep['channel_groups']} channel groups per block (N-SDP)\n\n")
+            out.append(text)
+            p = {k: by[k]["peak_bytes"]["max"] for k in by}
+            out.append(f"\nB-SDP+FSDP+AC / FSDP+AC = {p['B-SDP+FSDP+AC'] / p['FSDP+AC']:.3f}, "
+                       f"N-SDP+FSDP+AC / FSDP+AC = {p['N-SDP+FSDP+AC'] / p['FSDP+AC']:.3f} "
+                       f"(peak max per rank); B-SDP peak over ranks: min "
+                       f"{by['B-SDP']['peak_bytes']['min'] / MIB:.2f}, max "
+                       f"{by['B-SDP']['peak_bytes']['max'] / MIB:.2f} MiB\n\n")
+
+    notes = (
+        "Notes: one training step of every rank on the meta device (bytes at the CUDA caching "
+        "allocator's 512-byte granularity; bytes sent by the ring formulas). LLaMA: batch "
+        f"{LLAMA_BATCH} x seq {LLAMA_SEQ} tokens per rank, the per-rank batch of the dry-run "
+        "tables above; bf16 = bf16 parameters with f32 masters, f32 gradients and AdamW "
+        "moments. \"peak max\" is the highest per-rank peak, \"vs DDP\" its ratio to DDP's; "
+        "\"sent mean\" bytes per rank per step (MB = 10^6). The breakdown (param ... activation, "
+        "other = workspace + comm) is at the peak of the rank with the highest peak; \"peak "
+        "gathered\" is the gathered category's own peak (whole parameters of fully sharded "
+        "groups while read), which need not fall at the total's peak; \"recompute / step\" the "
+        "share of the step's FLOPs spent recomputing checkpointed blocks. r = round(C N) owners "
+        "per component, so C = 0.6875 is 11/16 on 16 ranks but 6/8 on 8. Bb-SDP is not combined "
+        "with full sharding: backward masking runs the full forward, so every rank needs every "
+        "parameter whole and sdp-plan refuses bb-sdp+fsdp; its sharded rows use ZeRO-2 "
+        "(gradients and AdamW state sharded over each component's owners, parameters whole).\n")
+    when = datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
+    root = os.path.dirname(here)
+
+    def shown(cmd):  # the binary relative to the repository when it lies inside
+        rel = os.path.relpath(os.path.abspath(cmd[0]), root)
+        return shlex.join([cmd[0] if rel.startswith("..") else rel] + cmd[1:])
+
+    invocation = " ".join(["python3 bench/composition_table.py"] +
+                          [shlex.quote(a) for a in sys.argv[1:]])
+    head = (f"**When:** {when}. **Commit:** `{git('rev-parse', '--short', 'HEAD')}`. "
+            f"**Meta steps:** {meta_seconds:.2f} s in all (sdp-plan's own timing).\n\n"
+            f"**Command:** `{invocation}`, which runs:\n\n"
+            + "".join("    " + shown(cmd) + "\n" for cmd in commands) + "\n" + notes + "\n")
+    sys.stdout.write(head + "".join(out))
+    if args.check_ordering and not all_hold:
+        sys.exit(1)
+
+
+if __name__ == "__main__":
+    main()
