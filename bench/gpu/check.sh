@@ -40,7 +40,7 @@ DRY_REASON=""
 for arg in "$@"; do
   case $arg in
     --dry) DRY=1; DRY_REASON="--dry given" ;;
-    -h|--help) sed -n '2,34p' "$0"; exit 0 ;;
+    -h|--help) sed -n '2,30p' "$0"; exit 0 ;;
     *) echo "check.sh: unknown argument '$arg' (valid: --dry, --help)" >&2; exit 2 ;;
   esac
 done
