@@ -39,9 +39,19 @@ void EmulatedCommunicator::do_reduce_scatter(const Tensor& input, Tensor& output
   copy_bytes(output.raw(), chunk, output.bytes(), output.device());
 }
 
+// Every chunk gets this rank's input, as if every peer held the same values:
+// a gathered buffer is then defined everywhere (a transient one of a sharded
+// model is freshly allocated, and its other chunks would be whatever the
+// allocator's memory held, NaN patterns included), so an emulated rank's
+// compute sees finite values and the same ones on every device.
 void EmulatedCommunicator::do_all_gather(const Tensor& input, Tensor& output) {
-  auto* chunk = static_cast<char*>(output.raw()) + static_cast<size_t>(rank()) * input.bytes();
-  copy_bytes(chunk, input.raw(), input.bytes(), output.device());
+  const size_t n = input.bytes();
+  auto* out = static_cast<char*>(output.raw());
+  // In place, the input is chunk rank(): written first, and never overwritten.
+  copy_bytes(out + static_cast<size_t>(rank()) * n, input.raw(), n, output.device());
+  const char* mine = out + static_cast<size_t>(rank()) * n;
+  for (int r = 0; r < size(); ++r)
+    if (r != rank()) copy_bytes(out + static_cast<size_t>(r) * n, mine, n, output.device());
 }
 
 std::unique_ptr<Communicator> EmulatedCommunicator::do_split(int color, int key) {

@@ -6,8 +6,8 @@
 //
 // Data: all_reduce and broadcast leave buffers as they are; reduce_scatter
 // copies this rank's chunk of the input to the output; all_gather writes the
-// input into this rank's chunk of the output and leaves the other chunks;
-// send and recv move nothing. (As if every rank held the same values.)
+// input into every chunk of the output; send and recv move nothing. (As if
+// every rank held the same values.)
 //
 // Groups: split(color, key) is refused (one process cannot see the other
 // ranks' colors); subgroup(members) builds the group from the list.

@@ -148,12 +148,11 @@ TEST_CASE("comm: emulated communicator counts like rank r of an N-rank job", "[c
   CHECK(world->stats().by_op(Op::reduce_scatter).payload_bytes == 4000);
   CHECK(world->stats().by_op(Op::reduce_scatter).sent_bytes == 3000);
 
-  // all_gather: the input lands in chunk 1; the other chunks are left alone.
+  // all_gather: the input lands in every chunk (as if every rank held it).
   std::vector<float> full(1000, -1.f);  // [1000]
   Tensor f = view_of(full);
   world->all_gather(sh, f);
-  for (size_t i = 0; i < 1000; ++i)
-    CHECK(full[i] == (i >= 250 && i < 500 ? static_cast<float>(i) : -1.f));
+  for (size_t i = 0; i < 1000; ++i) CHECK(full[i] == static_cast<float>(250 + i % 250));
   CHECK(world->stats().by_op(Op::all_gather).payload_bytes == 4000);
   CHECK(world->stats().by_op(Op::all_gather).sent_bytes == 3000);
 
@@ -184,11 +183,9 @@ TEST_CASE("comm: emulated communicator: in-place all_gather and reduce_scatter",
   std::iota(full.begin(), full.end(), 0.0);
   Tensor whole = view_of(full);
   Tensor mine = whole.narrow(0, 4, 2);  // chunk 2
-  world->all_gather(mine, whole);
+  world->all_gather(mine, whole);  // chunk 2 stays, and is copied into the others
   world->reduce_scatter(whole, mine, ReduceOp::sum);
-  std::vector<double> expected(8);
-  std::iota(expected.begin(), expected.end(), 0.0);
-  CHECK(full == expected);
+  CHECK(full == std::vector<double>{4, 5, 4, 5, 4, 5, 4, 5});
   Tensor other = whole.narrow(0, 2, 2);  // chunk 1 is not this rank's
   REQUIRE_THROWS_WITH(world->all_gather(other, whole),
                       Catch::Contains("input and output overlap") &&

@@ -24,7 +24,10 @@
 # SDP_CHECK_RESNET ("on": the CIFAR ResNet stage after the first model's
 # benchmarks; "only": build, then that stage alone, e.g. for a second call on
 # the warm machine; "off"), SDP_CHECK_RESNET_MODEL (resnet18),
-# SDP_CHECK_RESNET_BATCH (128), SDP_CHECK_RESNET_STEPS (20).
+# SDP_CHECK_RESNET_BATCH (128), SDP_CHECK_RESNET_STEPS (20),
+# SDP_CHECK_SHARDING ("on": the sharding and recomputation stage right after
+# ours on the first model; "only": build, then that stage alone; "off"),
+# SDP_CHECK_SHARDING_STEPS (4).
 set -uo pipefail
 
 START=$(date +%s)
@@ -37,7 +40,7 @@ DRY_REASON=""
 for arg in "$@"; do
   case $arg in
     --dry) DRY=1; DRY_REASON="--dry given" ;;
-    -h|--help) sed -n '2,31p' "$0"; exit 0 ;;
+    -h|--help) sed -n '2,30p' "$0"; exit 0 ;;
     *) echo "check.sh: unknown argument '$arg' (valid: --dry, --help)" >&2; exit 2 ;;
   esac
 done
@@ -62,10 +65,20 @@ RESNET=${SDP_CHECK_RESNET:-on}
 RESNET_MODEL=${SDP_CHECK_RESNET_MODEL:-resnet18}
 RESNET_BATCH=${SDP_CHECK_RESNET_BATCH:-128}
 RESNET_STEPS=${SDP_CHECK_RESNET_STEPS:-20}
+SHARDING=${SDP_CHECK_SHARDING:-on}
+SHARDING_STEPS=${SDP_CHECK_SHARDING_STEPS:-4}
 case $RESNET in
   on|only|off) ;;
   *) echo "check.sh: SDP_CHECK_RESNET='$RESNET' (valid: on, only, off)" >&2; exit 2 ;;
 esac
+case $SHARDING in
+  on|only|off) ;;
+  *) echo "check.sh: SDP_CHECK_SHARDING='$SHARDING' (valid: on, only, off)" >&2; exit 2 ;;
+esac
+if [[ $RESNET == only && $SHARDING == only ]]; then
+  echo "check.sh: SDP_CHECK_RESNET=only and SDP_CHECK_SHARDING=only exclude each other" >&2
+  exit 2
+fi
 ORIG_LD_LIBRARY_PATH=${LD_LIBRARY_PATH:-}
 OPENBLAS_DIR=$PREFIX/usr/lib/x86_64-linux-gnu/openblas-openmp
 SDP_TRAIN=$BUILD/bin/sdp-train
@@ -98,6 +111,7 @@ if ((DRY)); then
   MODELS=(tiny)
   BATCH=2 SEQ=64 STEPS=6
   RESNET_MODEL=resnet-tiny RESNET_BATCH=8 RESNET_STEPS=6
+  SHARDING_STEPS=2
   RUN_DEVICE=cpu RUN_DTYPE=f32
   CPU_TESTS=${SDP_CHECK_CPU_TESTS-^comm}
 else
@@ -119,11 +133,13 @@ fi
   echo "resnet_model=$RESNET_MODEL"
   echo "resnet_batch=$RESNET_BATCH"
   echo "resnet_steps=$RESNET_STEPS"
+  echo "sharding=$SHARDING"
+  echo "sharding_steps=$SHARDING_STEPS"
 } > "$RES/config.txt"
 
 export REPO HERE WORK LOGS RES PREFIX BUILD JOBS TARGETS BATCH SEQ STEPS CPU_TESTS DRY
 export PY_TORCH PY OPENBLAS_DIR SDP_TRAIN RUN_DEVICE RUN_DTYPE ORIG_LD_LIBRARY_PATH
-export RESNET_MODEL RESNET_BATCH RESNET_STEPS
+export RESNET_MODEL RESNET_BATCH RESNET_STEPS SHARDING_STEPS
 
 # ---- stage bookkeeping ----------------------------------------------------
 record() {  # NAME STATUS SECONDS LIMIT NOTE
@@ -448,8 +464,78 @@ st_resnet() {
   return $rc
 }
 
+# Sharding and recomputation: what the meta device predicts against what
+# the device holds, per memory category, for DDP, FSDP, FSDP+AC and
+# B-SDP+FSDP+AC (C = 0.5) on MODEL in bf16 and f32 (--dry: f32), batch and
+# sequence as above. Two kinds of rank:
+#   r0/8  rank 0 of an 8-rank job, run alone on this GPU (--emulate-world 8
+#         --emulate-rank 0): its shards, gathers and recomputation are real,
+#         the other ranks' collectives emulated (counted, their data this
+#         rank's own: the gathered parameters are defined and finite)
+#   w1    the real one-rank job: NCCL world of one (nothing to shard there:
+#         FSDP+AC is DDP with recomputation, through the NCCL communicator)
+# Each run's first step is compared with a --dry-run (one step on the meta
+# device, which mirrors the CUDA allocator's 512-byte blocks) byte for byte:
+# the peak per category, the bytes held at the peak and the total. The
+# manifest sharding.tsv lists the pairs; summarize.py makes the table. The
+# CUDA-against-CPU numbers of a sharded step (an emulated ZeRO-1/2, FSDP+AC
+# and B-SDP+FSDP+AC rank of the tiny model) are the cuda tests' [shard] cases.
+sharding_flags() {  # COMPOSITION: sdp-train's flags for it
+  case $1 in
+    ddp) echo "--strategy ddp" ;;
+    fsdp) echo "--strategy fsdp" ;;
+    fsdp_ac) echo "--strategy fsdp --activation-checkpointing block" ;;
+    bsdp_fsdp_ac) echo "--strategy b-sdp --active-fraction 0.5 --shard full --activation-checkpointing block" ;;
+    *) echo "sharding_flags: unknown composition '$1'" >&2; return 1 ;;
+  esac
+}
+
+sharding_run() {  # MODEL COMPOSITION DTYPE RANKS(r0/8|w1)
+  local model=$1 comp=$2 dtype=$3 ranks=$4 flags emulate=() tag rc_run rc_meta t0
+  flags=$(sharding_flags "$comp") || return 1
+  [[ $ranks == r0/8 ]] && emulate=(--emulate-world 8 --emulate-rank 0)
+  tag="${comp}_${dtype}_${ranks/\//of}"
+  local run_file=$RES/sharding_${tag}_run.jsonl meta_file=$RES/sharding_${tag}_meta.jsonl
+  rm -f "$run_file" "$meta_file"
+  local common=(--model "$model" --batch "$BATCH" --seq "$SEQ" --dtype "$dtype" --eval-every 0
+                --progress false "${emulate[@]}")
+  echo "== $tag: $SDP_TRAIN ${common[*]} $flags"
+  t0=$(date +%s)
+  # shellcheck disable=SC2086
+  env NCCL_DEBUG="${NCCL_DEBUG:-WARN}" "$SDP_TRAIN" --device "$RUN_DEVICE" "${common[@]}" $flags \
+    --steps "$SHARDING_STEPS" --metrics "$run_file"
+  rc_run=$?
+  # shellcheck disable=SC2086
+  "$SDP_TRAIN" --dry-run "${common[@]}" $flags --metrics "$meta_file" > /dev/null
+  rc_meta=$?
+  echo "== $tag: run exit $rc_run, meta exit $rc_meta, $(($(date +%s) - t0)) s"
+  printf '%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n' "$tag" "$comp" "$dtype" "$ranks" \
+    "$(basename "$run_file")" "$(basename "$meta_file")" "$rc_run" "$rc_meta" >> "$RES/sharding.tsv"
+  ((rc_run == 0 && rc_meta == 0))
+}
+
+st_sharding() {  # MODEL
+  local model=$1 dtype comp rc=0 dtypes=(bf16 f32)
+  ((DRY)) && dtypes=(f32)  # the CPU engine has no bf16
+  : > "$RES/sharding.tsv"
+  # bf16 (the GPU's dtype) first, so that a stage cut short by its cap
+  # still has every composition of it.
+  for dtype in "${dtypes[@]}"; do
+    for comp in ddp fsdp fsdp_ac bsdp_fsdp_ac; do
+      sharding_run "$model" "$comp" "$dtype" r0/8 || rc=1
+    done
+    for comp in ddp fsdp_ac; do
+      sharding_run "$model" "$comp" "$dtype" w1 || rc=1
+    done
+  done
+  # The stage fails when a run failed or meta and the device disagree.
+  "$PY" "$HERE/summarize.py" --work "$WORK" --sharding-check || rc=1
+  return $rc
+}
+
 export -f with_original_library_path st_env st_gemm st_deps st_configure st_build st_predict st_cuda_tests \
-  st_cuda_tests_list st_nccl_smoke st_cpu_tests with_smi st_ours st_ours_sdp st_torch st_resnet
+  st_cuda_tests_list st_nccl_smoke st_cpu_tests with_smi st_ours st_ours_sdp st_torch st_resnet \
+  sharding_flags sharding_run st_sharding
 
 # ---- the run --------------------------------------------------------------
 say "repo $REPO, work $WORK, out $OUT, budget ${BUDGET_S} s$( ((DRY)) && echo ", DRY: $DRY_REASON")"
@@ -498,6 +584,14 @@ if [[ $RESNET == only ]]; then
 fi
 
 first=${MODELS[0]}
+if [[ $SHARDING == only ]]; then
+  stage "sharding_$first" 300 40 st_sharding "$first"
+  refresh_out
+  say "done in $(($(date +%s) - START)) s (SDP_CHECK_SHARDING=only); in $OUT: summary.md results.json failures.txt logs.tar.gz"
+  echo
+  cat "$OUT/summary.md" 2>/dev/null || tail -n 20 "$LOGS/summarize.log" 2>/dev/null
+  exit 0
+fi
 [[ -x $SDP_TRAIN ]] && stage "predict_$first" 60 10 st_predict "$first"
 if ((DRY)); then
   stage cuda_tests_listed 60 10 st_cuda_tests_list
@@ -507,6 +601,7 @@ fi
 stage nccl_smoke 60 15 st_nccl_smoke
 if [[ -x $SDP_TRAIN ]]; then
   stage "ours_$first" 150 40 st_ours "$first" "$STEPS"
+  [[ $SHARDING == on ]] && stage "sharding_$first" 120 40 st_sharding "$first"
 else
   skip "ours_$first" "sdp-train was not built"
 fi

@@ -2,8 +2,11 @@
 // check.sh compiles this against the build's libsdp_comm.a / libsdp_core.a
 // and runs it on the GPU machine (no MPI there): every collective on a
 // device buffer must leave a one-rank world's data as it was, a host buffer
-// goes through the local communicator, a split gives a group of one, and
-// every call is counted. Without a GPU it must fail with its message (exit
+// goes through the local communicator, a split gives a group of one, the
+// in-place forms of all_gather and reduce_scatter work, an asynchronous
+// all-gather reads what the compute stream wrote before it was started and
+// its result is there for the compute stream after wait(), and every call is
+// counted. Without a GPU it must fail with its message (exit
 // 3 for "no GPU", so check.sh can tell that from a wrong result).
 #include <cuda_runtime.h>
 
@@ -14,6 +17,7 @@
 #include <vector>
 
 #include "comm/communicator.h"
+#include "engine/core/device_stream.h"
 #include "engine/core/error.h"
 
 namespace {
@@ -81,6 +85,46 @@ int run() {
   Tensor s = scattered.tensor();
   world->reduce_scatter(t, s, ReduceOp::sum);
   expect(scattered.download() == values, "reduce_scatter copies the one rank's chunk");
+
+  // In place: a one-rank world's chunk is the whole buffer.
+  world->all_gather(t, t);
+  expect(buffer.download() == values, "all_gather in place leaves the buffer as it was");
+  world->reduce_scatter(t, t, ReduceOp::average);
+  expect(buffer.download() == values, "reduce_scatter in place leaves the buffer as it was");
+
+  {
+    // The prefetch of a sharded model: the compute stream (a non-blocking
+    // one, as the trainer's) writes the input, all_gather_async is started
+    // at once and must read the new values (the communicator's stream waits
+    // for the compute stream); after wait() the compute stream reads the
+    // output. 64 MiB, so that an unordered read would see the old values.
+    const size_t n = size_t{16} << 20;
+    std::vector<float> fresh(n), stale(n, -3.0f);
+    for (size_t i = 0; i < n; ++i) fresh[i] = static_cast<float>(i % 1000) * 0.25f;
+    DeviceFloats source(n), in(n), out(n);
+    source.upload(fresh);
+    in.upload(stale);
+    out.upload(std::vector<float>(n, -1.0f));
+    cudaStream_t compute = nullptr;
+    cuda(cudaStreamCreateWithFlags(&compute, cudaStreamNonBlocking), "cudaStreamCreateWithFlags");
+    void* previous = sdp::current_compute_stream();
+    sdp::set_current_compute_stream(compute);
+    // Device to device: queued, not finished, when all_gather_async starts.
+    cuda(cudaMemcpyAsync(in.ptr, source.ptr, n * sizeof(float), cudaMemcpyDeviceToDevice,
+                         compute),
+         "cudaMemcpyAsync (write the input on the compute stream)");
+    Tensor input = in.tensor(), output = out.tensor();
+    std::unique_ptr<PendingCollective> pending = world->all_gather_async(input, output);
+    pending->wait();
+    std::vector<float> got(n, 0.0f);
+    cuda(cudaMemcpyAsync(got.data(), out.ptr, n * sizeof(float), cudaMemcpyDeviceToHost, compute),
+         "cudaMemcpyAsync (read the output on the compute stream)");
+    cuda(cudaStreamSynchronize(compute), "cudaStreamSynchronize");
+    sdp::set_current_compute_stream(previous);
+    cuda(cudaStreamDestroy(compute), "cudaStreamDestroy");
+    expect(got == fresh, "all_gather_async reads what the compute stream wrote before it, and "
+                         "the compute stream reads its result after wait()");
+  }
 
   std::vector<float> host = values;
   Tensor h(host.data(), {static_cast<int64_t>(host.size())}, DType::f32, Device::cpu);

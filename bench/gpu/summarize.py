@@ -21,6 +21,13 @@ The CIFAR ResNet stage (check.sh st_resnet) gets a table of its own: ours in
 bf16 and f32 against torch eager with bf16 autocast and in f32, images/s from
 the same median step times, TFLOP/s by torch_resnet_step.step_flops (the
 engine counts the same figure), peak memory as above.
+
+The sharding stage (check.sh st_sharding) gets a table too: per composition
+(DDP, FSDP, FSDP+AC, B-SDP+FSDP+AC), dtype and kind of rank (rank 0 of an
+emulated 8-rank job, or the real one-rank NCCL job), the first step's peak
+bytes per category on the device against a meta --dry-run of the same
+step, which must agree byte for byte on CUDA. `--sharding-check` prints
+that comparison alone and exits 1 when a run failed or a figure differs.
 """
 
 import argparse
@@ -314,6 +321,129 @@ def predicted_peak(path):
     return None
 
 
+
+# ---- the sharding stage -----------------------------------------------------
+
+CATEGORIES = ("param", "master", "grad", "optim", "activation", "workspace", "comm", "gathered")
+COMPOSITIONS = {"ddp": "DDP", "fsdp": "FSDP", "fsdp_ac": "FSDP+AC", "bsdp_fsdp_ac": "B-SDP+FSDP+AC"}
+RANK_KINDS = {"r0/8": "rank 0 of 8 (emulated)", "w1": "1 of 1 (real; NCCL on cuda)"}
+
+
+def mib(value):
+    return "-" if value is None else f"{value / 2 ** 20:,.1f}"
+
+
+def memory_figures(memory):
+    """(total peak, peak per category, bytes per category at the peak) of a memory object."""
+    peak = (memory or {}).get("peak") or {}
+    total = peak.get("total")
+    return (total if isinstance(total, (int, float)) else None,
+            peak.get("by_category") or {}, peak.get("at_peak") or {})
+
+
+def sharding_runs(res, dry):
+    """One row per line of sharding.tsv: the device run's first step against the meta dry run."""
+    rows = []
+    for line in (read_text(os.path.join(res, "sharding.tsv")) or "").splitlines():
+        cols = line.split("\t")
+        if len(cols) < 8:
+            continue
+        tag, comp, dtype, ranks, run_file, meta_file, rc_run, rc_meta = cols[:8]
+        records = read_jsonl(os.path.join(res, run_file))
+        steps = [r for r in records if isinstance(r, dict) and "step" in r and "memory" in r]
+        meta = next((r for r in read_jsonl(os.path.join(res, meta_file))
+                     if isinstance(r, dict) and r.get("dry_run")), None)
+        row = {"tag": tag, "composition": COMPOSITIONS.get(comp, comp), "dtype": dtype,
+               "ranks": RANK_KINDS.get(ranks, ranks), "rc_run": rc_run, "rc_meta": rc_meta,
+               "steps": len(steps)}
+        problems = []
+        if rc_run != "0":
+            problems.append(f"run exit {rc_run}")
+        if rc_meta != "0":
+            problems.append(f"meta exit {rc_meta}")
+        first = next((r for r in steps if r.get("step") == 1), None)
+        if first is None:
+            problems.append("no step 1 record")
+        if meta is None:
+            problems.append("no dry-run record")
+        if first is not None and meta is not None:
+            total, by_cat, at_peak = memory_figures(first.get("memory"))
+            m_total, m_by_cat, m_at_peak = memory_figures(meta.get("memory"))
+            row.update(peak=total, meta_peak=m_total, by_category=by_cat,
+                       meta_by_category=m_by_cat)
+            differ = [c for c in CATEGORIES
+                      if by_cat.get(c, 0) != m_by_cat.get(c, 0) or
+                      at_peak.get(c, 0) != m_at_peak.get(c, 0)]
+            if total != m_total:
+                differ.insert(0, "total")
+            row["differ"] = differ
+            row["match"] = not differ
+            if differ and not dry:  # --dry: the CPU allocator's blocks are not CUDA's
+                problems.append("meta differs: " + ", ".join(differ))
+        timed = [float(r["seconds"]) for r in steps[1:] if isinstance(r.get("seconds"), (int, float))]
+        row["step_s"] = statistics.median(timed) if timed else None
+        peaks = [memory_figures(r.get("memory"))[0] for r in steps]
+        peaks = [p for p in peaks if p is not None]
+        row["max_peak"] = max(peaks) if peaks else None
+        sent = [((r.get("comm") or {}).get("sent_bytes")) for r in steps[1:]]
+        sent = [x for x in sent if isinstance(x, (int, float))]
+        row["sent_bytes_per_step"] = statistics.median(sent) if sent else None
+        row["problems"] = problems
+        row["status"] = "ok" if not problems else "; ".join(problems)
+        rows.append(row)
+    return rows
+
+
+def sharding_markdown(s):
+    rows = s.get("sharding_runs") or []
+    config = s["config"]
+    if not rows:
+        if config.get("sharding", "off") != "off":
+            return ["", "Sharding and recomputation: no results (see the stages above)"]
+        return []
+    lines = ["", f"Sharding and recomputation: {config.get('models', '?').split()[0]}, batch "
+             f"{config.get('batch')} x seq {config.get('seq')}, {config.get('sharding_steps')} "
+             "steps per run on " + config.get("device", "?") + "; step 1's peak per category on "
+             "the device against a meta --dry-run of the same step (equal byte for byte on CUDA"
+             + ("; --dry: the CPU allocator's blocks differ from the CUDA ones meta mirrors"
+                if s["dry"] else "") + "); step ms and sent MiB: the median after step 1", ""]
+    body = []
+    for r in rows:
+        cat = r.get("by_category") or {}
+        meta_ratio = (f"{r['peak'] / r['meta_peak']:.4f}"
+                      if r.get("peak") and r.get("meta_peak") else "-")
+        body.append((r["composition"], r["dtype"], r["ranks"], r["status"][:60],
+                     num(r["step_s"] * 1e3, 1) if r.get("step_s") else "-",
+                     mib(r.get("peak")), mib(r.get("meta_peak")), meta_ratio,
+                     mib(cat.get("param", 0) + cat.get("master", 0)) if cat else "-",
+                     mib(cat.get("grad")) if cat else "-", mib(cat.get("optim")) if cat else "-",
+                     mib(cat.get("activation")) if cat else "-",
+                     mib(cat.get("gathered")) if cat else "-",
+                     mib(r.get("sent_bytes_per_step")),
+                     ", ".join(r.get("differ") or []) or ("none" if r.get("match") else "-")))
+    lines += table(["composition", "dtype", "rank", "result", "step ms", "peak MiB (device)",
+                    "peak MiB (meta)", "device / meta", "param+master", "grad", "optim",
+                    "activation", "gathered", "sent MiB", "categories differing"], body)
+    return lines
+
+
+def sharding_check(work):
+    """Prints the sharding stage's comparison; 1 when a run failed or meta differs (CUDA)."""
+    res = os.path.join(work, "results")
+    dry = read_kv(os.path.join(res, "config.txt")).get("dry") == "1"
+    rows = sharding_runs(res, dry)
+    if not rows:
+        print("sharding check: no runs in sharding.tsv")
+        return 1
+    bad = 0
+    for r in rows:
+        bad += bool(r["problems"])
+        print(f"{r['tag']}: {r['status']}; step 1 peak device {r.get('peak')}, meta "
+              f"{r.get('meta_peak')}; differing: {', '.join(r.get('differ') or []) or 'none'}")
+    print(f"sharding check: {len(rows) - bad} of {len(rows)} runs ok")
+    return 1 if bad else 0
+
+
 # ---- formatting -------------------------------------------------------------
 
 def gib(value):
@@ -399,7 +529,8 @@ def summarize(work):
 
     return {"config": config, "env": env, "stages": stages, "gemm": gemm, "tests": tests,
             "runs": runs, "dry": dry, "measured_peak_tflops": measured_peak,
-            "resnet_runs": resnet_runs(res, config, measured_peak)}
+            "resnet_runs": resnet_runs(res, config, measured_peak),
+            "sharding_runs": sharding_runs(res, dry)}
 
 
 def markdown(s):
@@ -493,6 +624,7 @@ def markdown(s):
         lines.append("")
         lines.append("; ".join(notes))
     lines += resnet_markdown(s)
+    lines += sharding_markdown(s)
     return "\n".join(lines) + "\n"
 
 
@@ -554,7 +686,11 @@ def main(argv=None):
     p.add_argument("--markdown")
     p.add_argument("--json")
     p.add_argument("--failures")
+    p.add_argument("--sharding-check", action="store_true",
+                   help="only compare the sharding stage's runs with meta; exit 1 on a difference")
     args = p.parse_args(argv)
+    if args.sharding_check:
+        return sharding_check(args.work)
     s = summarize(args.work)
     text = markdown(s)
     if args.markdown:

@@ -13,9 +13,16 @@
 // compute stream (engine/core/device_stream.h), so the kernels that wrote a
 // buffer have run before the collective reads it. Every blocking call waits
 // for its stream (cudaStreamQuery polled up to the deadline of
-// options().timeout_seconds); all_reduce_async returns at once and its
-// handle waits the same way. On timeout or an asynchronous NCCL error the
-// NCCL communicator is aborted and the job ends.
+// options().timeout_seconds); all_reduce_async and all_gather_async return
+// at once and their handles wait the same way. That host wait is also what
+// orders the result before its readers: the kernels that read a gathered
+// buffer are queued on the compute stream after wait() has returned, when
+// the collective has finished on the device, and a buffer is freed (its
+// memory handed out again) only after that wait too. (An event recorded
+// here and waited for by the compute stream would let the host run further
+// ahead, but would leave a collective that never finishes to the next
+// blocking call's deadline, and count no waiting time.) On timeout or an
+// asynchronous NCCL error the NCCL communicator is aborted and the job ends.
 //
 // Several group communicators may have all-reduces in flight at once
 // (gradient buckets of different owner sets), each on its own stream, and
