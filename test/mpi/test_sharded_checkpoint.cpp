@@ -34,8 +34,8 @@ TrainConfig job_config(const std::string& strategy, double active_fraction = 1.0
   c.eval_every = 0;
   c.eval_batches = 2;
   c.progress = false;
-  c.strategy = strategy;
-  c.active_fraction = active_fraction;
+  c.parallel.strategy = strategy;
+  c.parallel.active_fraction = active_fraction;
   c.comm_timeout = 60;
   return c;
 }
@@ -149,8 +149,8 @@ TEST_CASE("sharded checkpoints of a forward-masked ResNet hold the hf form's re-
     c.eval_batches = 1;
     c.recalibration_images = 16;  // rank 0 re-estimates the full model's statistics
     c.progress = false;
-    c.strategy = strategy;
-    c.active_fraction = 0.5;
+    c.parallel.strategy = strategy;
+    c.parallel.active_fraction = 0.5;
     c.comm_timeout = 60;
     TrainConfig cs = c;
     cs.checkpoint_format = "sharded";
