@@ -123,7 +123,7 @@ std::vector<Chunk> rank_chunks(const ParameterSet& p, const ChunkSelection& sele
       if (selection.buffers && root) add(d, ChunkPart::buffer, p.param(id), 0);
       continue;
     }
-    const bool moments = selection.optimizer_state && p.is_trained(id) && p.has_adam_state();
+    const bool moments = selection.optimizer_state && p.keeps_training_state(g) && p.has_adam_state();
     if (p.group_shard(g).sharded()) {
       // Every owner writes the slice of the parameter in its shard.
       const ParameterSet::ShardSlice sl = p.shard_slice(id);
@@ -487,7 +487,7 @@ void read_sharded_parameter_set(ParameterSet& p, const ShardedCheckpoint& checkp
     if (!p.is_materialized(id)) continue;
     const ParamDecl& d = p.decl(id);
     load(id, d.buffer ? ChunkPart::buffer : ChunkPart::values, Part::values);
-    if (!moments || !p.is_trained(id) || d.buffer) continue;
+    if (!moments || !p.keeps_training_state(d.group) || d.buffer) continue;
     load(id, ChunkPart::exp_avg, Part::adam_m);
     load(id, ChunkPart::exp_avg_sq, Part::adam_v);
   }

@@ -124,8 +124,9 @@ class ParameterSet {
   int64_t padded_numel(int g) const;  // P: numel rounded up to a multiple of parts
   int64_t shard_numel(int g) const;   // S = P / parts (= numel when not sharded)
   int64_t shard_begin(int g) const;   // index * S
-  // The whole parameters of a `full` group, zero-filled, category gathered
-  // (the all-gather fills them); other groups always have them.
+  // The whole parameters of a `full` group, category gathered, left
+  // uninitialized: the all-gather writes every element (the padding arrives
+  // as the shards' zeros). Other groups always have them.
   void allocate_full_params(int g);
   void release_full_params(int g);
   bool has_full_params(int g) const;

@@ -412,3 +412,32 @@ TEST_CASE("a sharded job resumes in one process with the same global batch",
   world().barrier();
   if (rank() == 0) fs::remove_all(dir);
 }
+
+TEST_CASE("sharded jobs write the sharded checkpoint form, every rank its own shards",
+          "[mpi][shard][checkpoint]") {
+  const std::string dir = same_path_everywhere("sdp_shard_dcp");
+  for (const char* strategy : {"fsdp", "bb-sdp"}) {
+    CAPTURE(strategy);
+    const bool masked = std::string(strategy) == "bb-sdp";
+    TrainConfig c = masked ? sharded_config("bb-sdp", 0.5, "full") : sharded_config("fsdp", 1.0, "");
+    c.checkpoint_format = "sharded";
+    Trainer job(c, world());
+    job.train_step();
+    const double before = job.evaluate();
+    job.save_checkpoint(dir);
+    CHECK(fs::exists(fs::path(dir) / "sdp_shards.json"));
+    const StepResult next = job.train_step();
+    // Into one process, unsharded, and into another shard level.
+    Trainer single(sharded_config("ddp", 1.0, "none"));
+    single.load_checkpoint(dir);
+    CHECK(single.evaluate() == Approx(before).epsilon(1e-12));
+    Trainer zero2(sharded_config("ddp", 1.0, "grad"), world());
+    zero2.load_checkpoint(dir);
+    CHECK(zero2.train_step().loss == Approx(next.loss).epsilon(1e-12));
+    Trainer resumed(c, world());
+    resumed.load_checkpoint(dir);
+    CHECK(resumed.train_step().loss == Approx(next.loss).epsilon(1e-12));
+    world().barrier();
+    if (rank() == 0) fs::remove_all(dir);
+  }
+}
