@@ -37,17 +37,18 @@ BREAKDOWN = ["param", "master", "gathered", "grad", "optim", "activation"]
 
 
 def llama_items(c):
-    """(row name, --strategies item). Bb-SDP with full sharding is refused by
-    design (backward masking runs the full forward, so every rank needs every
-    parameter whole): its sharded rows use ZeRO-2 (gradients and AdamW state
-    sharded over each component's owners)."""
+    """(row name, --strategies item). Bb-SDP runs the full forward on every
+    rank: with ZeRO-2 its gradients and AdamW state are sharded over each
+    component's owners; with FSDP every group is sharded over the world and
+    gathered per block, only the owners computing its weight gradients."""
     rows = [("DDP", "ddp"), ("FSDP", "fsdp"), ("FSDP+AC", "fsdp+ac")]
     for label, name in (("B-SDP", "b-sdp"), ("N-SDP", "n-sdp")):
         rows += [(label, f"{name}:{c}"), (f"{label}+AC", f"{name}:{c}+ac"),
                  (f"{label}+FSDP", f"{name}:{c}+fsdp"),
                  (f"{label}+FSDP+AC", f"{name}:{c}+fsdp+ac")]
     rows += [("Bb-SDP", f"bb-sdp:{c}"), ("Bb-SDP+AC", f"bb-sdp:{c}+ac"),
-             ("Bb-SDP+ZeRO-2", f"bb-sdp:{c}+zero2"), ("Bb-SDP+ZeRO-2+AC", f"bb-sdp:{c}+zero2+ac")]
+             ("Bb-SDP+ZeRO-2", f"bb-sdp:{c}+zero2"), ("Bb-SDP+ZeRO-2+AC", f"bb-sdp:{c}+zero2+ac"),
+             ("Bb-SDP+FSDP", f"bb-sdp:{c}+fsdp"), ("Bb-SDP+FSDP+AC", f"bb-sdp:{c}+fsdp+ac")]
     return rows
 
 
@@ -201,10 +202,11 @@ def main():
         "gathered\" is the gathered category's own peak (whole parameters of fully sharded "
         "groups while read), which need not fall at the total's peak; \"recompute / step\" the "
         "share of the step's FLOPs spent recomputing checkpointed blocks. r = round(C N) owners "
-        "per component, so C = 0.6875 is 11/16 on 16 ranks but 6/8 on 8. Bb-SDP is not combined "
-        "with full sharding: backward masking runs the full forward, so every rank needs every "
-        "parameter whole and sdp-plan refuses bb-sdp+fsdp; its sharded rows use ZeRO-2 "
-        "(gradients and AdamW state sharded over each component's owners, parameters whole).\n")
+        "per component, so C = 0.6875 is 11/16 on 16 ranks but 6/8 on 8. Bb-SDP runs the full "
+        "forward on every rank: with ZeRO-2 its gradients and AdamW state are sharded over each "
+        "component's owners (parameters whole); with FSDP every group is sharded over the world "
+        "and gathered per block like the shared group, and only owners compute its weight "
+        "gradients.\n")
     when = datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
     root = os.path.dirname(here)
 
