@@ -9,8 +9,10 @@
 // condition is the same on every rank. A rank that leaves a test early makes
 // the others' next collective time out, which ends the job with a message.
 #include <mpi.h>
+#include <unistd.h>
 
 #include <algorithm>
+#include <filesystem>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -20,6 +22,7 @@
 #include "engine/core/counter_rng.h"
 #include "engine/core/tensor.h"
 #include "engine/parallel/strategy.h"
+#include "engine/train/train_config.h"
 #include "models/common/parameter_set.h"
 
 namespace sdp::testing::mpi {
@@ -117,6 +120,45 @@ inline StepTraffic analytic_step_traffic(const SubnetLayout& L, const ParameterS
     }
   }
   return t;
+}
+
+// The small LLaMA job the training tests start from: "mini" has 4 blocks
+// of 4 heads, so plans have real overlap at 4 ranks.
+inline TrainConfig mini_job_config(const std::string& strategy, double active_fraction = 1.0) {
+  TrainConfig c;
+  c.model = "mini";
+  c.batch = 2;
+  c.seq = 16;
+  c.steps = 4;
+  c.warmup = 1;
+  c.lr = 1e-2;
+  c.eval_every = 0;
+  c.eval_batches = 2;
+  c.progress = false;
+  c.parallel.strategy = strategy;
+  c.parallel.active_fraction = active_fraction;
+  c.comm_timeout = 60;
+  return c;
+}
+
+// One temporary path for every rank, named by rank 0's pid (a plain-MPI
+// broadcast, outside the counted communicators).
+inline std::string same_path_everywhere(const std::string& stem) {
+  long long id = static_cast<long long>(::getpid());
+  MPI_Bcast(&id, 1, MPI_LONG_LONG, 0, MPI_COMM_WORLD);
+  return (std::filesystem::temp_directory_path() / (stem + "." + std::to_string(id))).string();
+}
+
+// Whether every rank holds the same bytes in every held group (plain MPI).
+inline bool same_parameters_everywhere(const ParameterSet& p) {
+  bool same = true;
+  for (int g = 0; g < p.group_count(); ++g) {
+    uint64_t mine = bytes_hash(p.group_params(g));
+    std::vector<uint64_t> all(static_cast<size_t>(size()));
+    MPI_Allgather(&mine, 1, MPI_UINT64_T, all.data(), 1, MPI_UINT64_T, MPI_COMM_WORLD);
+    for (uint64_t h : all) same &= h == all[0];
+  }
+  return same;
 }
 
 // The message of the sdp::Error that fn() throws; "" when it throws none.

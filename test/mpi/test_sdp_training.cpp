@@ -29,23 +29,6 @@ namespace {
 
 const char* const kSdpStrategies[] = {"b-sdp", "n-sdp", "bb-sdp", "nb-sdp"};
 
-TrainConfig job_config(const std::string& strategy, double active_fraction = 1.0) {
-  TrainConfig c;
-  c.model = "mini";  // 4 blocks of 4 heads: plans with real overlap at 4 ranks
-  c.batch = 2;
-  c.seq = 16;
-  c.steps = 4;
-  c.warmup = 1;
-  c.lr = 1e-2;
-  c.eval_every = 0;
-  c.eval_batches = 2;
-  c.progress = false;
-  c.parallel.strategy = strategy;
-  c.parallel.active_fraction = active_fraction;
-  c.comm_timeout = 60;
-  return c;
-}
-
 std::vector<double> values_of(const Tensor& t) {
   std::vector<double> out(static_cast<size_t>(t.numel()));
   for (int64_t i = 0; i < t.numel(); ++i) out[static_cast<size_t>(i)] = ops::item(t, i);
@@ -58,17 +41,10 @@ double max_abs_diff(const std::vector<double>& a, const std::vector<double>& b) 
   return m;
 }
 
-// Plain-MPI broadcast of rank 0's value (outside the counted communicators).
-std::string same_path_everywhere(const std::string& stem) {
-  long long id = static_cast<long long>(::getpid());
-  MPI_Bcast(&id, 1, MPI_LONG_LONG, 0, MPI_COMM_WORLD);
-  return (fs::temp_directory_path() / (stem + "." + std::to_string(id))).string();
-}
-
 }  // namespace
 
 TEST_CASE("DDP on N ranks equals one process on the same global batch", "[mpi][train]") {
-  TrainConfig c = job_config("ddp");
+  TrainConfig c = mini_job_config("ddp");
   c.dtype = "f64";  // rounding differences stay far below what is compared
   Trainer job(c, world());
   TrainConfig single = c;
@@ -88,12 +64,12 @@ TEST_CASE("DDP on N ranks equals one process on the same global batch", "[mpi][t
 }
 
 TEST_CASE("SDP with C = 1 equals DDP", "[mpi][train]") {
-  Trainer ddp(job_config("ddp"), world());
-  Trainer blocks(job_config("b-sdp", 1.0), world());
-  Trainer bb(job_config("bb-sdp", 1.0), world());
-  TrainConfig neuron_cfg = job_config("n-sdp", 1.0);
+  Trainer ddp(mini_job_config("ddp"), world());
+  Trainer blocks(mini_job_config("b-sdp", 1.0), world());
+  Trainer bb(mini_job_config("bb-sdp", 1.0), world());
+  TrainConfig neuron_cfg = mini_job_config("n-sdp", 1.0);
   neuron_cfg.dtype = "f64";
-  TrainConfig ddp64_cfg = job_config("ddp");
+  TrainConfig ddp64_cfg = mini_job_config("ddp");
   ddp64_cfg.dtype = "f64";
   Trainer neurons(neuron_cfg, world());
   Trainer ddp64(ddp64_cfg, world());
@@ -115,7 +91,7 @@ TEST_CASE("owners of every component hold bit-identical values after every step"
   for (const char* strategy : kSdpStrategies)
     for (const char* plan : {"cyclic", "random"}) {
       CAPTURE(strategy, plan);
-      TrainConfig c = job_config(strategy, 0.5);
+      TrainConfig c = mini_job_config(strategy, 0.5);
       c.parallel.plan = plan;
       c.parallel.plan_seed = 7;
       Trainer t(c, world());
@@ -141,7 +117,7 @@ TEST_CASE("each rank allocates exactly what it owns, for every strategy", "[mpi]
   for (const char* strategy : {"ddp", "b-sdp", "n-sdp", "bb-sdp", "nb-sdp"}) {
     CAPTURE(strategy);
     const double C = std::string(strategy) == "ddp" ? 1.0 : 0.5;
-    Trainer t(job_config(strategy, C), world());
+    Trainer t(mini_job_config(strategy, C), world());
     const ParameterSet& p = t.model().params();
     const Allocator& a = t.allocator();
     const StateBytes want = expected_state(t.layout(), p, a, rank());
@@ -161,7 +137,7 @@ TEST_CASE("communication counters equal the analytic volume of the plan", "[mpi]
   for (const char* strategy : {"ddp", "b-sdp", "n-sdp", "bb-sdp", "nb-sdp"}) {
     CAPTURE(strategy);
     const double C = std::string(strategy) == "ddp" ? 1.0 : 0.5;
-    Trainer t(job_config(strategy, C), world());
+    Trainer t(mini_job_config(strategy, C), world());
     const StepResult r = t.train_step();
     const SubnetLayout& L = t.layout();
     const ParameterSet& p = t.model().params();
@@ -181,7 +157,7 @@ TEST_CASE("communication counters equal the analytic volume of the plan", "[mpi]
 TEST_CASE("an emulated rank holds and sends exactly what the real rank does", "[mpi][train]") {
   for (const char* strategy : {"b-sdp", "n-sdp", "nb-sdp"}) {
     CAPTURE(strategy);
-    TrainConfig c = job_config(strategy, 0.5);
+    TrainConfig c = mini_job_config(strategy, 0.5);
     Trainer real(c, world());
     TrainConfig e = c;
     e.emulate_world = size();
@@ -199,7 +175,7 @@ TEST_CASE("backward masking yields the full-model gradient on a fixed batch", "[
   // the full model's, so their average is too (exactly, up to rounding).
   for (const char* strategy : {"bb-sdp", "nb-sdp"}) {
     CAPTURE(strategy);
-    TrainConfig c = job_config(strategy, 0.5);
+    TrainConfig c = mini_job_config(strategy, 0.5);
     const llama::LlamaConfig mc = llama::LlamaConfig::named(c.model);
     const SubnetLayout L = SubnetLayout::build(
         c.model, StrategySpec::from_settings(c.parallel, c.model), size(), rank());
@@ -241,7 +217,7 @@ TEST_CASE("checkpoints of an SDP job load into one process and into another plan
   const std::pair<const char*, double> written_by[] = {{"b-sdp", 0.5}, {"nb-sdp", 0.5}, {"ddp", 1}};
   for (const auto& [strategy, C] : written_by) {
     CAPTURE(strategy);
-    TrainConfig c = job_config(strategy, C);
+    TrainConfig c = mini_job_config(strategy, C);
     Trainer job(c, world());
     job.train_step();
     job.train_step();
@@ -251,11 +227,11 @@ TEST_CASE("checkpoints of an SDP job load into one process and into another plan
 
     // A single process (DDP, whole blocks) and a neuron cut of the same
     // weights evaluate the full model to the job's full-model loss.
-    Trainer single(job_config("ddp"));
+    Trainer single(mini_job_config("ddp"));
     single.load_checkpoint(dir);
     CHECK(single.step() == 2);
     CHECK(single.evaluate() == Approx(before.full_loss).epsilon(1e-6));
-    Trainer other(job_config("n-sdp", 0.5), world());
+    Trainer other(mini_job_config("n-sdp", 0.5), world());
     other.load_checkpoint(dir);
     CHECK(other.evaluate() == Approx(before.full_loss).epsilon(1e-6));
 
@@ -272,18 +248,18 @@ TEST_CASE("checkpoints of an SDP job load into one process and into another plan
 TEST_CASE("impossible plans and disagreeing ranks fail with clear messages", "[mpi][train]") {
   SDP_MPI_NEEDS_RANKS(2);
   // C N rounds to no owner at all: refused on every rank alike.
-  TrainConfig tiny_c = job_config("b-sdp", 0.1);
+  TrainConfig tiny_c = mini_job_config("b-sdp", 0.1);
   const std::string too_small = error_message([&] { Trainer t(tiny_c, world()); });
   CHECK_THAT(too_small, Catch::Contains("B-SDP (C = 0.1, cyclic)") &&
                             Catch::Contains("ranks with model mini"));
   // Rank 1 was started with another learning rate.
-  TrainConfig differs = job_config("ddp");
+  TrainConfig differs = mini_job_config("ddp");
   if (rank() == 1) differs.lr = 2e-2;
   const std::string mismatch = error_message([&] { Trainer t(differs, world()); });
   CHECK_THAT(mismatch, Catch::Contains("the run configuration differs between ranks") &&
                            Catch::Contains("rank 1"));
   // An emulated rank inside a real job is a mistake, said so.
-  TrainConfig nested = job_config("ddp");
+  TrainConfig nested = mini_job_config("ddp");
   nested.emulate_world = 8;
   const std::string emulate = error_message([&] { Trainer t(nested, world()); });
   CHECK_THAT(emulate, Catch::Contains("emulate_world is for single-process runs"));

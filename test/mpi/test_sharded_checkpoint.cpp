@@ -23,30 +23,6 @@ namespace fs = std::filesystem;
 
 namespace {
 
-TrainConfig job_config(const std::string& strategy, double active_fraction = 1.0) {
-  TrainConfig c;
-  c.model = "mini";  // 4 blocks of 4 heads: plans with real overlap at 4 ranks
-  c.batch = 2;
-  c.seq = 16;
-  c.steps = 4;
-  c.warmup = 1;
-  c.lr = 1e-2;
-  c.eval_every = 0;
-  c.eval_batches = 2;
-  c.progress = false;
-  c.parallel.strategy = strategy;
-  c.parallel.active_fraction = active_fraction;
-  c.comm_timeout = 60;
-  return c;
-}
-
-// One path for every rank (rank 0's pid names it).
-fs::path same_path_everywhere(const std::string& stem) {
-  long long id = static_cast<long long>(::getpid());
-  MPI_Bcast(&id, 1, MPI_LONG_LONG, 0, MPI_COMM_WORLD);
-  return fs::temp_directory_path() / (stem + "." + std::to_string(id));
-}
-
 // Tensors that differ between two collections (names, dtype, shape or
 // bytes); -1 when the name lists differ.
 int differing_tensors(const checkpoint::TensorCollection& a,
@@ -80,10 +56,10 @@ TEST_CASE("sharded checkpoints of an SDP job load anywhere and export to the hf 
   const std::pair<const char*, double> written_by[] = {{"b-sdp", 0.5}, {"nb-sdp", 0.5}, {"ddp", 1}};
   for (const auto& [strategy, C] : written_by) {
     CAPTURE(strategy);
-    TrainConfig c = job_config(strategy, C);
+    TrainConfig c = mini_job_config(strategy, C);
     c.checkpoint_format = "sharded";
     Trainer job(c, world());
-    Trainer job_hf(job_config(strategy, C), world());  // the same run, saving the hf form
+    Trainer job_hf(mini_job_config(strategy, C), world());  // the same run, saving the hf form
     for (int s = 0; s < 2; ++s) CHECK(job.train_step().loss == job_hf.train_step().loss);
     const EvalResult before = job.evaluate_all();
     job.save_checkpoint(sharded);
@@ -95,19 +71,19 @@ TEST_CASE("sharded checkpoints of an SDP job load anywhere and export to the hf 
     // One process (DDP, whole blocks) and a neuron cut over the world
     // evaluate the full model to the job's full-model loss, and exactly as
     // they do from the hf form of the same state.
-    Trainer single(job_config("ddp"));
+    Trainer single(mini_job_config("ddp"));
     single.load_checkpoint(sharded);
     CHECK(single.step() == 2);
     const double single_loss = single.evaluate();
     CHECK(single_loss == Approx(before.full_loss).epsilon(1e-6));
-    Trainer single_hf(job_config("ddp"));
+    Trainer single_hf(mini_job_config("ddp"));
     single_hf.load_checkpoint(hf);
     CHECK(single_hf.evaluate() == single_loss);
-    Trainer other(job_config("n-sdp", 0.5), world());
+    Trainer other(mini_job_config("n-sdp", 0.5), world());
     other.load_checkpoint(sharded);
     const double other_loss = other.evaluate();
     CHECK(other_loss == Approx(before.full_loss).epsilon(1e-6));
-    Trainer other_hf(job_config("n-sdp", 0.5), world());
+    Trainer other_hf(mini_job_config("n-sdp", 0.5), world());
     other_hf.load_checkpoint(hf);
     CHECK(other_hf.evaluate() == other_loss);
 

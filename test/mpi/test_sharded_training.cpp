@@ -100,12 +100,6 @@ void expect_same_training(Trainer& a, Trainer& b, int steps) {
   CHECK(max_difference(whole_values(a), whole_values(b)) < 1e-12);
 }
 
-std::string same_path_everywhere(const std::string& stem) {
-  long long id = static_cast<long long>(::getpid());
-  MPI_Bcast(&id, 1, MPI_LONG_LONG, 0, MPI_COMM_WORLD);
-  return (fs::temp_directory_path() / (stem + "." + std::to_string(id))).string();
-}
-
 }  // namespace
 
 TEST_CASE("every shard level equals DDP step by step", "[mpi][shard]") {
@@ -130,15 +124,7 @@ TEST_CASE("every shard level equals DDP step by step", "[mpi][shard]") {
   for (const auto& t : sharded) CHECK(max_difference(whole_values(*t), want) < 1e-12);
   // ZeRO-1/2 keep whole parameters: after each update's all-gather every
   // owner holds the same bytes.
-  for (size_t i = 0; i < 2; ++i) {
-    const ParameterSet& p = sharded[i]->model().params();
-    for (int g = 0; g < p.group_count(); ++g) {
-      uint64_t mine = bytes_hash(p.group_params(g));
-      std::vector<uint64_t> all(static_cast<size_t>(size()));
-      MPI_Allgather(&mine, 1, MPI_UINT64_T, all.data(), 1, MPI_UINT64_T, MPI_COMM_WORLD);
-      for (uint64_t h : all) CHECK(h == all[0]);
-    }
-  }
+  for (size_t i = 0; i < 2; ++i) CHECK(same_parameters_everywhere(sharded[i]->model().params()));
 }
 
 TEST_CASE("each SDP strategy with sharding equals the same strategy without it",
@@ -352,13 +338,7 @@ TEST_CASE("backward masking composes with ZeRO-1 and ZeRO-2 over each component'
       Trainer sharded(sharded_config(strategy, 0.5, level), world());
       expect_same_training(sharded, plain, 3);
       // Every rank holds the same whole parameters after each update.
-      const ParameterSet& p = sharded.model().params();
-      for (int g = 0; g < p.group_count(); ++g) {
-        uint64_t mine = bytes_hash(p.group_params(g));
-        std::vector<uint64_t> all(static_cast<size_t>(size()));
-        MPI_Allgather(&mine, 1, MPI_UINT64_T, all.data(), 1, MPI_UINT64_T, MPI_COMM_WORLD);
-        for (uint64_t h : all) CHECK(h == all[0]);
-      }
+      CHECK(same_parameters_everywhere(sharded.model().params()));
     }
 }
 
