@@ -1,5 +1,5 @@
 #!/bin/sh
-# Checkpoint forms compared: for ddp and b-sdp 0.5 on 4 ranks (one OpenMP
+# Checkpoint forms compared: for ddp, b-sdp 0.5 and fsdp on 4 ranks (one OpenMP
 # thread each, oversubscribed on a small machine), the save time and rank
 # 0's peak host memory above its level before the save, for the hf form
 # (rank 0 assembles the whole model) and the sharded form (every rank
@@ -16,7 +16,7 @@ bin=$build/bin/bench_checkpoint_save
 export OMP_NUM_THREADS=1 OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
 lines=$(mktemp)
 trap 'rm -f "$lines"' EXIT
-for strategy in "ddp 1" "b-sdp 0.5"; do
+for strategy in "ddp 1" "b-sdp 0.5" "fsdp 1"; do
   set -- $strategy
   for format in hf sharded; do
     mpirun -np 4 --oversubscribe "$bin" --model "$model" --strategy "$1" \
