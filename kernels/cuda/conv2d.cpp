@@ -6,8 +6,9 @@
 // Choosing an algorithm: cudnnGetConvolution*Algorithm_v7 lists candidates
 // ordered by expected speed. Those that cuDNN supports for the problem, that
 // need no TF32 in f32 runs and whose scratch fits the budget are ranked:
-// deterministic ones first (the same gradients bit for bit on every run, as
-// every other kernel of the engine gives; forward algorithms all are), the
+// deterministic ones first (the same gradients bit for bit on every run;
+// forward algorithms all are; the embedding and RMSNorm weight gradients
+// elsewhere accumulate with atomic adds and are not), the
 // others after them, each group in cuDNN's order. A call runs the first of
 // the ranking, and the next whenever cuDNN turns one down before queuing any
 // work (the heuristics never see the pointers, and an algorithm may still
