@@ -1,0 +1,356 @@
+#include "engine/pipeline/schedule.h"
+
+#include <algorithm>
+#include <fstream>
+#include <map>
+#include <utility>
+
+#include "engine/core/error.h"
+
+namespace sdp::pipeline {
+
+namespace {
+
+char letter(ActionKind kind) {
+  switch (kind) {
+    case ActionKind::Forward: return 'F';
+    case ActionKind::Backward: return 'B';
+    case ActionKind::InputGrad: return 'I';
+    case ActionKind::WeightGrad: return 'W';
+  }
+  return '?';
+}
+
+std::string where(int stage, size_t index, const Action& action) {
+  return format("stage ", stage, " action ", index, " (", to_string(action), ")");
+}
+
+bool lists(const std::vector<Action>& actions, const Action& action) {
+  return std::find(actions.begin(), actions.end(), action) != actions.end();
+}
+
+// The backward action (B or I) that stage `stage` lists for `mb`: I when it
+// lists I, else B (also when it lists neither; validate refuses that first).
+Action backward_of(const Schedule& schedule, int stage, int mb) {
+  const Action input_grad{ActionKind::InputGrad, mb};
+  return lists(schedule.stages[stage], input_grad) ? input_grad : Action{ActionKind::Backward, mb};
+}
+
+void check_counts(int stages, int microbatches) {
+  if (stages < 1) fail("pipeline schedule: stages = ", stages, " (valid: 1 or more)");
+  if (microbatches < 1)
+    fail("pipeline schedule: microbatches = ", microbatches, " (valid: 1 or more)");
+}
+
+Schedule gpipe(int P, int M, ActionKind backward) {
+  Schedule s{M, std::vector<std::vector<Action>>(P)};
+  for (auto& stage : s.stages) {
+    for (int mb = 0; mb < M; ++mb) stage.push_back({ActionKind::Forward, mb});
+    for (int mb = 0; mb < M; ++mb) stage.push_back({backward, mb});
+  }
+  return s;
+}
+
+Schedule one_f_one_b(int P, int M, ActionKind backward) {
+  Schedule s{M, std::vector<std::vector<Action>>(P)};
+  for (int st = 0; st < P; ++st) {
+    auto& stage = s.stages[st];
+    const int warmup = std::min(P - 1 - st, M);
+    int next_f = 0, next_b = 0;
+    while (next_f < warmup) stage.push_back({ActionKind::Forward, next_f++});
+    while (next_f < M) {
+      stage.push_back({ActionKind::Forward, next_f++});
+      stage.push_back({backward, next_b++});
+    }
+    while (next_b < M) stage.push_back({backward, next_b++});
+  }
+  return s;
+}
+
+void append_weight_grads(Schedule& s) {
+  for (auto& stage : s.stages)
+    for (int mb = 0; mb < s.microbatches; ++mb) stage.push_back({ActionKind::WeightGrad, mb});
+}
+
+// List scheduling at unit cost and no latency (see make_schedule). Each
+// action started at step t ends at t + 1; a decision at t sees only actions
+// ended by t, so every stage decides from the same state.
+Schedule zero_bubble_h1(int P, int M) {
+  Schedule s{M, std::vector<std::vector<Action>>(P)};
+  const int never = -1;
+  // end step of F(mb) and I(mb) per stage; never until run.
+  std::vector<std::vector<int>> f_end(P, std::vector<int>(M, never));
+  std::vector<std::vector<int>> i_end(P, std::vector<int>(M, never));
+  std::vector<int> next_f(P, 0), next_i(P, 0), next_w(P, 0);
+  auto done = [&](int end, int t) { return end != never && end <= t; };
+  int finished = 0;
+  // Each step at least one stage runs something (shown by the dependency
+  // chains), so 3 P M steps bound the loop; the check guards that argument.
+  for (int t = 0; finished < P; ++t) {
+    SDP_CHECK(t <= 3 * P * M + 3, "zb-h1 list scheduling made no progress at step ", t);
+    for (int st = 0; st < P; ++st) {
+      if (next_w[st] == M) continue;
+      auto& stage = s.stages[st];
+      const int live = next_f[st] - next_w[st];
+      const int cap = P - st;
+      const int i = next_i[st];
+      const bool i_ready = i < M && done(f_end[st][i], t) &&
+                           (st == P - 1 || done(i_end[st + 1][i], t));
+      const int f = next_f[st];
+      const bool f_ready = f < M && live < cap && (st == 0 || done(f_end[st - 1][f], t));
+      // A stage runs one action at a time: its own earlier I has ended by
+      // the time it is free, so every W below next_i is ready.
+      if (i_ready) {
+        stage.push_back({ActionKind::InputGrad, i});
+        i_end[st][i] = t + 1;
+        ++next_i[st];
+      } else if (f_ready) {
+        stage.push_back({ActionKind::Forward, f});
+        f_end[st][f] = t + 1;
+        ++next_f[st];
+      } else if (next_w[st] < next_i[st]) {
+        stage.push_back({ActionKind::WeightGrad, next_w[st]++});
+        if (next_w[st] == M) ++finished;
+      }
+    }
+  }
+  return s;
+}
+
+}  // namespace
+
+std::string to_string(const Action& action) {
+  return format(letter(action.kind), action.microbatch);
+}
+
+Action parse_action(const std::string& text) {
+  auto bad = [&]() -> Action {
+    fail("pipeline action \"", text,
+         "\": valid forms are F<mb>, B<mb>, I<mb>, W<mb> with mb a non-negative integer (e.g. F0, I12)");
+  };
+  if (text.size() < 2 || text.size() > 10) return bad();
+  Action a;
+  switch (text[0]) {
+    case 'F': a.kind = ActionKind::Forward; break;
+    case 'B': a.kind = ActionKind::Backward; break;
+    case 'I': a.kind = ActionKind::InputGrad; break;
+    case 'W': a.kind = ActionKind::WeightGrad; break;
+    default: return bad();
+  }
+  long long mb = 0;
+  for (size_t k = 1; k < text.size(); ++k) {
+    if (text[k] < '0' || text[k] > '9') return bad();
+    mb = mb * 10 + (text[k] - '0');
+  }
+  if (mb > 1000000000) return bad();
+  a.microbatch = static_cast<int>(mb);
+  return a;
+}
+
+const std::vector<std::string>& schedule_names() {
+  static const std::vector<std::string> names{"gpipe", "1f1b", "gpipe-2bp", "1f1b-2bp", "zb-h1"};
+  return names;
+}
+
+Schedule make_schedule(const std::string& name, int stages, int microbatches) {
+  check_counts(stages, microbatches);
+  if (name == "gpipe") return gpipe(stages, microbatches, ActionKind::Backward);
+  if (name == "1f1b") return one_f_one_b(stages, microbatches, ActionKind::Backward);
+  if (name == "gpipe-2bp") {
+    Schedule s = gpipe(stages, microbatches, ActionKind::InputGrad);
+    append_weight_grads(s);
+    return s;
+  }
+  if (name == "1f1b-2bp") {
+    Schedule s = one_f_one_b(stages, microbatches, ActionKind::InputGrad);
+    append_weight_grads(s);
+    return s;
+  }
+  if (name == "zb-h1") return zero_bubble_h1(stages, microbatches);
+  std::string valid;
+  for (const auto& n : schedule_names()) valid += (valid.empty() ? "" : ", ") + n;
+  fail("pipeline schedule \"", name, "\" is unknown (valid: ", valid, ")");
+}
+
+std::vector<Dependency> dependencies(const Schedule& schedule, int stage, const Action& action) {
+  const int P = schedule.num_stages();
+  const int mb = action.microbatch;
+  std::vector<Dependency> deps;
+  switch (action.kind) {
+    case ActionKind::Forward:
+      if (stage > 0) deps.push_back({stage - 1, {ActionKind::Forward, mb}, true});
+      break;
+    case ActionKind::Backward:
+    case ActionKind::InputGrad:
+      deps.push_back({stage, {ActionKind::Forward, mb}, false});
+      if (stage < P - 1) deps.push_back({stage + 1, backward_of(schedule, stage + 1, mb), true});
+      break;
+    case ActionKind::WeightGrad:
+      deps.push_back({stage, {ActionKind::InputGrad, mb}, false});
+      break;
+  }
+  return deps;
+}
+
+namespace {
+
+// Per stage: each micro-batch's F once, and B once or I and W once each,
+// with F before B/I and I before W in the stage's own order.
+void check_stage(const Schedule& schedule, int st) {
+  const auto& actions = schedule.stages[st];
+  const int M = schedule.microbatches;
+  // (kind, mb) -> first index
+  std::map<std::pair<ActionKind, int>, size_t> seen;
+  for (size_t k = 0; k < actions.size(); ++k) {
+    const Action& a = actions[k];
+    if (a.microbatch < 0 || a.microbatch >= M)
+      fail("pipeline schedule: ", where(st, k, a), ": micro-batch ", a.microbatch,
+           " is out of range (valid: 0 to ", M - 1, ")");
+    const auto key = std::make_pair(a.kind, a.microbatch);
+    if (seen.count(key))
+      fail("pipeline schedule: ", where(st, k, a), ": repeats action ", seen[key],
+           " (each action runs once per stage)");
+    seen[key] = k;
+    auto has = [&](ActionKind kind) { return seen.count({kind, a.microbatch}) > 0; };
+    const bool backward = a.kind == ActionKind::Backward || a.kind == ActionKind::InputGrad;
+    if (backward && !has(ActionKind::Forward))
+      fail("pipeline schedule: ", where(st, k, a), ": runs before F", a.microbatch,
+           " on the same stage (a backward needs its forward's activations)");
+    if (a.kind == ActionKind::WeightGrad && !has(ActionKind::InputGrad))
+      fail("pipeline schedule: ", where(st, k, a), ": runs before I", a.microbatch,
+           " on the same stage (W needs the output gradient that I receives)");
+    if (a.kind == ActionKind::Backward &&
+        (has(ActionKind::InputGrad) || has(ActionKind::WeightGrad)))
+      fail("pipeline schedule: ", where(st, k, a), ": micro-batch ", a.microbatch,
+           " already has I or W on this stage (use B, or I and W, not both)");
+    if ((a.kind == ActionKind::InputGrad || a.kind == ActionKind::WeightGrad) &&
+        has(ActionKind::Backward))
+      fail("pipeline schedule: ", where(st, k, a), ": micro-batch ", a.microbatch,
+           " already has B on this stage (use B, or I and W, not both)");
+  }
+  for (int mb = 0; mb < M; ++mb) {
+    auto has = [&](ActionKind kind) { return seen.count({kind, mb}) > 0; };
+    if (!has(ActionKind::Forward))
+      fail("pipeline schedule: stage ", st, " has no F", mb, " (every micro-batch runs F once per stage)");
+    if (has(ActionKind::InputGrad) && !has(ActionKind::WeightGrad))
+      fail("pipeline schedule: stage ", st, " has I", mb, " but no W", mb,
+           " (a split backward needs both)");
+    if (!has(ActionKind::Backward) && !has(ActionKind::InputGrad))
+      fail("pipeline schedule: stage ", st, " has no backward for micro-batch ", mb,
+           " (valid: B", mb, ", or I", mb, " and W", mb, ")");
+  }
+}
+
+// Runs the stages' lists in order, each action waiting for its
+// dependencies; refuses when no stage can progress before all are done.
+void check_deadlock(const Schedule& schedule) {
+  const int P = schedule.num_stages();
+  std::vector<size_t> next(P, 0);
+  std::map<std::pair<int, std::pair<ActionKind, int>>, bool> done;  // (stage, action) -> ran
+  auto ran = [&](int st, const Action& a) {
+    return done.count({st, {a.kind, a.microbatch}}) > 0;
+  };
+  for (;;) {
+    bool progressed = false, all_done = true;
+    for (int st = 0; st < P; ++st) {
+      const auto& actions = schedule.stages[st];
+      while (next[st] < actions.size()) {
+        const Action& a = actions[next[st]];
+        bool ready = true;
+        for (const auto& d : dependencies(schedule, st, a)) ready = ready && ran(d.stage, d.action);
+        if (!ready) break;
+        done[{st, {a.kind, a.microbatch}}] = true;
+        ++next[st];
+        progressed = true;
+      }
+      all_done = all_done && next[st] == actions.size();
+    }
+    if (all_done) return;
+    if (progressed) continue;
+    std::string stuck;
+    for (int st = 0; st < P; ++st) {
+      const auto& actions = schedule.stages[st];
+      if (next[st] == actions.size()) continue;
+      const Action& a = actions[next[st]];
+      std::string waits;
+      for (const auto& d : dependencies(schedule, st, a))
+        if (!ran(d.stage, d.action))
+          waits += format(waits.empty() ? "" : " and ", to_string(d.action), " on stage ", d.stage);
+      stuck += format("; ", where(st, next[st], a), " waits for ", waits);
+    }
+    fail("pipeline schedule deadlocks (no stage can progress)", stuck);
+  }
+}
+
+}  // namespace
+
+void validate(const Schedule& schedule) {
+  check_counts(schedule.num_stages(), schedule.microbatches);
+  for (int st = 0; st < schedule.num_stages(); ++st) check_stage(schedule, st);
+  check_deadlock(schedule);
+}
+
+nlohmann::json to_json(const Schedule& schedule) {
+  nlohmann::json stages = nlohmann::json::array();
+  for (const auto& stage : schedule.stages) {
+    nlohmann::json list = nlohmann::json::array();
+    for (const auto& a : stage) list.push_back(to_string(a));
+    stages.push_back(list);
+  }
+  return {{"microbatches", schedule.microbatches}, {"stages", stages}};
+}
+
+Schedule schedule_from_json(const nlohmann::json& j) {
+  if (!j.is_object() || !j.contains("stages") || !j["stages"].is_array())
+    fail("pipeline schedule JSON: expected an object with \"stages\": a list of per-stage lists "
+         "of actions, e.g. {\"stages\": [[\"F0\", \"B0\"]]}");
+  for (const auto& [key, value] : j.items()) {
+    (void)value;
+    if (key != "stages" && key != "microbatches")
+      fail("pipeline schedule JSON: unknown key \"", key, "\" (valid: stages, microbatches)");
+  }
+  Schedule s;
+  int largest = -1;
+  for (size_t st = 0; st < j["stages"].size(); ++st) {
+    const auto& list = j["stages"][st];
+    if (!list.is_array())
+      fail("pipeline schedule JSON: stage ", st, " is not a list of actions");
+    std::vector<Action> actions;
+    for (size_t k = 0; k < list.size(); ++k) {
+      if (!list[k].is_string())
+        fail("pipeline schedule JSON: stage ", st, " action ", k, " is not a string like \"F0\"");
+      actions.push_back(parse_action(list[k].get<std::string>()));
+      largest = std::max(largest, actions.back().microbatch);
+    }
+    s.stages.push_back(std::move(actions));
+  }
+  if (j.contains("microbatches")) {
+    if (!j["microbatches"].is_number_integer())
+      fail("pipeline schedule JSON: \"microbatches\" must be an integer");
+    s.microbatches = j["microbatches"].get<int>();
+  } else {
+    s.microbatches = largest + 1;
+  }
+  return s;
+}
+
+void save_schedule(const Schedule& schedule, const std::string& path) {
+  std::ofstream out(path);
+  if (!out) fail("pipeline schedule: cannot open \"", path, "\" for writing");
+  out << to_json(schedule).dump(2) << "\n";
+  if (!out) fail("pipeline schedule: writing \"", path, "\" failed");
+}
+
+Schedule load_schedule(const std::string& path) {
+  std::ifstream in(path);
+  if (!in) fail("pipeline schedule: cannot open \"", path, "\"");
+  nlohmann::json j;
+  try {
+    in >> j;
+  } catch (const nlohmann::json::exception& e) {
+    fail("pipeline schedule: \"", path, "\" is not valid JSON: ", e.what());
+  }
+  return schedule_from_json(j);
+}
+
+}  // namespace sdp::pipeline
