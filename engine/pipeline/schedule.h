@@ -56,7 +56,12 @@ const std::vector<std::string>& schedule_names();
 //   (to unblock the stage before it), else the next F if its input has
 //   arrived and fewer than P - s micro-batches hold activations (1F1B's
 //   peak; a micro-batch holds them from its F until its W), else the oldest
-//   pending W. W thus fills the waits that 1F1B spends idle.
+//   pending W. W thus fills the waits that 1F1B spends idle, and I, being
+//   shorter than B, sends the gradient upstream sooner. Under this memory
+//   model (a set lives until W) the cap forces each W soon after its I; the
+//   published ZB-H1 defers W further by counting I as freeing most of the
+//   set, which this layer does not model. At uniform cost its step is
+//   3M + 2(P-1) against 1F1B's 3(M + P - 1).
 // Fails for an unknown name (listing the valid ones) or counts below 1.
 Schedule make_schedule(const std::string& name, int stages, int microbatches);
 
