@@ -13,10 +13,10 @@ namespace {
 
 char letter(ActionKind kind) {
   switch (kind) {
-    case ActionKind::Forward: return 'F';
-    case ActionKind::Backward: return 'B';
-    case ActionKind::InputGrad: return 'I';
-    case ActionKind::WeightGrad: return 'W';
+    case ActionKind::forward: return 'F';
+    case ActionKind::backward: return 'B';
+    case ActionKind::input_grad: return 'I';
+    case ActionKind::weight_grad: return 'W';
   }
   return '?';
 }
@@ -32,8 +32,8 @@ bool lists(const std::vector<Action>& actions, const Action& action) {
 // The backward action (B or I) that stage `stage` lists for `mb`: I when it
 // lists I, else B (also when it lists neither; validate refuses that first).
 Action backward_of(const Schedule& schedule, int stage, int mb) {
-  const Action input_grad{ActionKind::InputGrad, mb};
-  return lists(schedule.stages[stage], input_grad) ? input_grad : Action{ActionKind::Backward, mb};
+  const Action input_grad{ActionKind::input_grad, mb};
+  return lists(schedule.stages[stage], input_grad) ? input_grad : Action{ActionKind::backward, mb};
 }
 
 void check_counts(int stages, int microbatches) {
@@ -45,7 +45,7 @@ void check_counts(int stages, int microbatches) {
 Schedule gpipe(int P, int M, ActionKind backward) {
   Schedule s{M, std::vector<std::vector<Action>>(P)};
   for (auto& stage : s.stages) {
-    for (int mb = 0; mb < M; ++mb) stage.push_back({ActionKind::Forward, mb});
+    for (int mb = 0; mb < M; ++mb) stage.push_back({ActionKind::forward, mb});
     for (int mb = 0; mb < M; ++mb) stage.push_back({backward, mb});
   }
   return s;
@@ -57,9 +57,9 @@ Schedule one_f_one_b(int P, int M, ActionKind backward) {
     auto& stage = s.stages[st];
     const int warmup = std::min(P - 1 - st, M);
     int next_f = 0, next_b = 0;
-    while (next_f < warmup) stage.push_back({ActionKind::Forward, next_f++});
+    while (next_f < warmup) stage.push_back({ActionKind::forward, next_f++});
     while (next_f < M) {
-      stage.push_back({ActionKind::Forward, next_f++});
+      stage.push_back({ActionKind::forward, next_f++});
       stage.push_back({backward, next_b++});
     }
     while (next_b < M) stage.push_back({backward, next_b++});
@@ -69,7 +69,7 @@ Schedule one_f_one_b(int P, int M, ActionKind backward) {
 
 void append_weight_grads(Schedule& s) {
   for (auto& stage : s.stages)
-    for (int mb = 0; mb < s.microbatches; ++mb) stage.push_back({ActionKind::WeightGrad, mb});
+    for (int mb = 0; mb < s.microbatches; ++mb) stage.push_back({ActionKind::weight_grad, mb});
 }
 
 // List scheduling at unit cost and no latency (see make_schedule). Each
@@ -101,15 +101,15 @@ Schedule zero_bubble_h1(int P, int M) {
       // A stage runs one action at a time: its own earlier I has ended by
       // the time it is free, so every W below next_i is ready.
       if (i_ready) {
-        stage.push_back({ActionKind::InputGrad, i});
+        stage.push_back({ActionKind::input_grad, i});
         i_end[st][i] = t + 1;
         ++next_i[st];
       } else if (f_ready) {
-        stage.push_back({ActionKind::Forward, f});
+        stage.push_back({ActionKind::forward, f});
         f_end[st][f] = t + 1;
         ++next_f[st];
       } else if (next_w[st] < next_i[st]) {
-        stage.push_back({ActionKind::WeightGrad, next_w[st]++});
+        stage.push_back({ActionKind::weight_grad, next_w[st]++});
         if (next_w[st] == M) ++finished;
       }
     }
@@ -131,10 +131,10 @@ Action parse_action(const std::string& text) {
   if (text.size() < 2 || text.size() > 10) return bad();
   Action a;
   switch (text[0]) {
-    case 'F': a.kind = ActionKind::Forward; break;
-    case 'B': a.kind = ActionKind::Backward; break;
-    case 'I': a.kind = ActionKind::InputGrad; break;
-    case 'W': a.kind = ActionKind::WeightGrad; break;
+    case 'F': a.kind = ActionKind::forward; break;
+    case 'B': a.kind = ActionKind::backward; break;
+    case 'I': a.kind = ActionKind::input_grad; break;
+    case 'W': a.kind = ActionKind::weight_grad; break;
     default: return bad();
   }
   long long mb = 0;
@@ -154,15 +154,15 @@ const std::vector<std::string>& schedule_names() {
 
 Schedule make_schedule(const std::string& name, int stages, int microbatches) {
   check_counts(stages, microbatches);
-  if (name == "gpipe") return gpipe(stages, microbatches, ActionKind::Backward);
-  if (name == "1f1b") return one_f_one_b(stages, microbatches, ActionKind::Backward);
+  if (name == "gpipe") return gpipe(stages, microbatches, ActionKind::backward);
+  if (name == "1f1b") return one_f_one_b(stages, microbatches, ActionKind::backward);
   if (name == "gpipe-2bp") {
-    Schedule s = gpipe(stages, microbatches, ActionKind::InputGrad);
+    Schedule s = gpipe(stages, microbatches, ActionKind::input_grad);
     append_weight_grads(s);
     return s;
   }
   if (name == "1f1b-2bp") {
-    Schedule s = one_f_one_b(stages, microbatches, ActionKind::InputGrad);
+    Schedule s = one_f_one_b(stages, microbatches, ActionKind::input_grad);
     append_weight_grads(s);
     return s;
   }
@@ -177,16 +177,16 @@ std::vector<Dependency> dependencies(const Schedule& schedule, int stage, const 
   const int mb = action.microbatch;
   std::vector<Dependency> deps;
   switch (action.kind) {
-    case ActionKind::Forward:
-      if (stage > 0) deps.push_back({stage - 1, {ActionKind::Forward, mb}, true});
+    case ActionKind::forward:
+      if (stage > 0) deps.push_back({stage - 1, {ActionKind::forward, mb}, true});
       break;
-    case ActionKind::Backward:
-    case ActionKind::InputGrad:
-      deps.push_back({stage, {ActionKind::Forward, mb}, false});
+    case ActionKind::backward:
+    case ActionKind::input_grad:
+      deps.push_back({stage, {ActionKind::forward, mb}, false});
       if (stage < P - 1) deps.push_back({stage + 1, backward_of(schedule, stage + 1, mb), true});
       break;
-    case ActionKind::WeightGrad:
-      deps.push_back({stage, {ActionKind::InputGrad, mb}, false});
+    case ActionKind::weight_grad:
+      deps.push_back({stage, {ActionKind::input_grad, mb}, false});
       break;
   }
   return deps;
@@ -212,30 +212,30 @@ void check_stage(const Schedule& schedule, int st) {
            " (each action runs once per stage)");
     seen[key] = k;
     auto has = [&](ActionKind kind) { return seen.count({kind, a.microbatch}) > 0; };
-    const bool backward = a.kind == ActionKind::Backward || a.kind == ActionKind::InputGrad;
-    if (backward && !has(ActionKind::Forward))
+    const bool backward = a.kind == ActionKind::backward || a.kind == ActionKind::input_grad;
+    if (backward && !has(ActionKind::forward))
       fail("pipeline schedule: ", where(st, k, a), ": runs before F", a.microbatch,
            " on the same stage (a backward needs its forward's activations)");
-    if (a.kind == ActionKind::WeightGrad && !has(ActionKind::InputGrad))
+    if (a.kind == ActionKind::weight_grad && !has(ActionKind::input_grad))
       fail("pipeline schedule: ", where(st, k, a), ": runs before I", a.microbatch,
            " on the same stage (W needs the output gradient that I receives)");
-    if (a.kind == ActionKind::Backward &&
-        (has(ActionKind::InputGrad) || has(ActionKind::WeightGrad)))
+    if (a.kind == ActionKind::backward &&
+        (has(ActionKind::input_grad) || has(ActionKind::weight_grad)))
       fail("pipeline schedule: ", where(st, k, a), ": micro-batch ", a.microbatch,
            " already has I or W on this stage (use B, or I and W, not both)");
-    if ((a.kind == ActionKind::InputGrad || a.kind == ActionKind::WeightGrad) &&
-        has(ActionKind::Backward))
+    if ((a.kind == ActionKind::input_grad || a.kind == ActionKind::weight_grad) &&
+        has(ActionKind::backward))
       fail("pipeline schedule: ", where(st, k, a), ": micro-batch ", a.microbatch,
            " already has B on this stage (use B, or I and W, not both)");
   }
   for (int mb = 0; mb < M; ++mb) {
     auto has = [&](ActionKind kind) { return seen.count({kind, mb}) > 0; };
-    if (!has(ActionKind::Forward))
+    if (!has(ActionKind::forward))
       fail("pipeline schedule: stage ", st, " has no F", mb, " (every micro-batch runs F once per stage)");
-    if (has(ActionKind::InputGrad) && !has(ActionKind::WeightGrad))
+    if (has(ActionKind::input_grad) && !has(ActionKind::weight_grad))
       fail("pipeline schedule: stage ", st, " has I", mb, " but no W", mb,
            " (a split backward needs both)");
-    if (!has(ActionKind::Backward) && !has(ActionKind::InputGrad))
+    if (!has(ActionKind::backward) && !has(ActionKind::input_grad))
       fail("pipeline schedule: stage ", st, " has no backward for micro-batch ", mb,
            " (valid: B", mb, ", or I", mb, " and W", mb, ")");
   }

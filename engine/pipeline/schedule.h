@@ -17,15 +17,16 @@
 // simulator (schedule_simulator.h) times one.
 #include <nlohmann/json.hpp>
 
+#include <cstdint>
 #include <string>
 #include <vector>
 
 namespace sdp::pipeline {
 
-enum class ActionKind { Forward, Backward, InputGrad, WeightGrad };
+enum class ActionKind : uint8_t { forward, backward, input_grad, weight_grad };
 
 struct Action {
-  ActionKind kind = ActionKind::Forward;
+  ActionKind kind = ActionKind::forward;
   int microbatch = 0;
   bool operator==(const Action& o) const { return kind == o.kind && microbatch == o.microbatch; }
   bool operator!=(const Action& o) const { return !(*this == o); }

@@ -12,10 +12,10 @@ namespace {
 
 double cost_of(const StageCosts& c, ActionKind kind) {
   switch (kind) {
-    case ActionKind::Forward: return c.forward;
-    case ActionKind::Backward: return c.backward;
-    case ActionKind::InputGrad: return c.input_grad;
-    case ActionKind::WeightGrad: return c.weight_grad;
+    case ActionKind::forward: return c.forward;
+    case ActionKind::backward: return c.backward;
+    case ActionKind::input_grad: return c.input_grad;
+    case ActionKind::weight_grad: return c.weight_grad;
   }
   return 0.0;
 }
@@ -89,8 +89,8 @@ SimulationResult simulate(const Schedule& schedule, const SimulationCosts& costs
     // A stage runs its actions one after another, so list order is time order.
     int live = 0;
     for (const Action& a : schedule.stages[st]) {
-      if (a.kind == ActionKind::Forward) ++live;
-      if (a.kind == ActionKind::Backward || a.kind == ActionKind::WeightGrad) --live;
+      if (a.kind == ActionKind::forward) ++live;
+      if (a.kind == ActionKind::backward || a.kind == ActionKind::weight_grad) --live;
       r.peak_live_activations[st] = std::max(r.peak_live_activations[st], live);
     }
   }
