@@ -25,6 +25,9 @@ using namespace sdp::resnet;
 using sdp::testing::Arena;
 using sdp::testing::ComponentFilter;
 using sdp::testing::HookCall;
+using sdp::testing::Peaks;
+using sdp::testing::peaks_of;
+using sdp::testing::require_recompute_peaks;
 using sdp::testing::Weights;
 
 namespace {
@@ -256,14 +259,6 @@ TEST_CASE("ResNet recomputation counts exactly the checkpointed blocks' forward 
 
 namespace {
 
-struct Peaks {
-  size_t total = 0;
-  std::vector<size_t> by_category, at_peak;
-  bool operator==(const Peaks& o) const {
-    return total == o.total && by_category == o.by_category && at_peak == o.at_peak;
-  }
-};
-
 Peaks measure(Allocator& alloc, const ModelLayout& layout, const char* policy, bool split) {
   ResNetModel m(ResNetConfig::named("resnet-mini", kClasses), layout);
   m.materialize(alloc, DType::f64);
@@ -281,13 +276,7 @@ Peaks measure(Allocator& alloc, const ModelLayout& layout, const char* policy, b
   m.backward(1.0 / 4, split);
   if (split) m.backward_weight();
   REQUIRE(alloc.stats().current(MemCategory::activation) == 0);
-  Peaks p;
-  p.total = alloc.stats().peak_total();
-  for (size_t c = 0; c < kMemCategoryCount; ++c) {
-    p.by_category.push_back(alloc.stats().peak(static_cast<MemCategory>(c)));
-    p.at_peak.push_back(alloc.stats().at_peak(static_cast<MemCategory>(c)));
-  }
-  return p;
+  return peaks_of(alloc.stats());
 }
 
 }  // namespace
@@ -297,27 +286,9 @@ TEST_CASE("ResNet meta dry runs predict the CPU's peaks exactly, with and withou
   for (const ModelLayout& layout : {ModelLayout{}, neuron_layout()})
     for (const bool split : {false, true}) {
       CAPTURE(granularity_name(layout.granularity), split);
-      std::map<std::string, Peaks> by_policy;
-      for (const char* policy : {"none", "block", "every:2"}) {
-        CAPTURE(policy);
-        CpuAllocator cpu;
-        MetaAllocator meta(64);
-        const Peaks on_cpu = measure(cpu, layout, policy, split);
-        const Peaks on_meta = measure(meta, layout, policy, split);
-        REQUIRE(on_cpu == on_meta);
-        by_policy[policy] = on_cpu;
-      }
-      const size_t act = static_cast<size_t>(MemCategory::activation);
-      if (split) {
-        // Split weight gradients keep every rebuilt context until
-        // backward_weight(): the end of backward holds what no recomputation
-        // holds, so the peak cannot drop (but must not grow).
-        REQUIRE(by_policy["block"].by_category[act] <= by_policy["none"].by_category[act]);
-      } else {
-        REQUIRE(by_policy["block"].by_category[act] < by_policy["every:2"].by_category[act]);
-        REQUIRE(by_policy["every:2"].by_category[act] < by_policy["none"].by_category[act]);
-        REQUIRE(by_policy["block"].total < by_policy["none"].total);
-      }
+      require_recompute_peaks(
+          [&](Allocator& alloc, const char* policy) { return measure(alloc, layout, policy, split); },
+          split);
     }
 }
 

@@ -154,4 +154,52 @@ class SiteFlops {
   double start_ = 0;
 };
 
+// Peaks of one forward + backward, by category and in total.
+struct Peaks {
+  size_t total = 0;
+  std::vector<size_t> by_category, at_peak;
+  bool operator==(const Peaks& o) const {
+    return total == o.total && by_category == o.by_category && at_peak == o.at_peak;
+  }
+};
+
+// The peaks `stats` recorded since its last reset_peaks().
+inline Peaks peaks_of(const MemoryStats& stats) {
+  Peaks p;
+  p.total = stats.peak_total();
+  for (size_t c = 0; c < kMemCategoryCount; ++c) {
+    p.by_category.push_back(stats.peak(static_cast<MemCategory>(c)));
+    p.at_peak.push_back(stats.at_peak(static_cast<MemCategory>(c)));
+  }
+  return p;
+}
+
+// `measure(alloc, policy)` (one forward + backward, returning its Peaks)
+// under no recomputation, "block" and "every:2": the meta device must give
+// the CPU's peaks exactly, and recomputation must lower the activation peak
+// (with split weight gradients, every rebuilt context stays until
+// backward_weight(): the end of backward holds what no recomputation holds,
+// so the peak cannot drop, but must not grow).
+template <typename Measure>
+void require_recompute_peaks(Measure&& measure, bool split) {
+  std::map<std::string, Peaks> by_policy;
+  for (const char* policy : {"none", "block", "every:2"}) {
+    CAPTURE(policy);
+    CpuAllocator cpu;
+    MetaAllocator meta(64);
+    const Peaks on_cpu = measure(cpu, policy);
+    const Peaks on_meta = measure(meta, policy);
+    REQUIRE(on_cpu == on_meta);
+    by_policy[policy] = on_cpu;
+  }
+  const size_t act = static_cast<size_t>(MemCategory::activation);
+  if (split) {
+    REQUIRE(by_policy["block"].by_category[act] <= by_policy["none"].by_category[act]);
+  } else {
+    REQUIRE(by_policy["block"].by_category[act] < by_policy["every:2"].by_category[act]);
+    REQUIRE(by_policy["every:2"].by_category[act] < by_policy["none"].by_category[act]);
+    REQUIRE(by_policy["block"].total < by_policy["none"].total);
+  }
+}
+
 }  // namespace sdp::testing

@@ -147,12 +147,8 @@ void Sharding::params_done(int site, ParamPass pass) {
 }
 
 void Sharding::begin_backward() {
-  for (int g = 0; g < params_.group_count(); ++g) {
-    GroupState& st = state_[static_cast<size_t>(g)];
-    if (!params_.group_shard(g).shards_grads()) continue;
-    st.unreported = st.trained_params;
-    st.reported.assign(static_cast<size_t>(params_.count()), 0);
-  }
+  for (GroupState& st : state_) st.unreported = st.trained_params;
+  reported_.assign(static_cast<size_t>(params_.count()), 0);
 }
 
 void Sharding::grads_ready(std::span<const int> param_ids) {
@@ -161,7 +157,7 @@ void Sharding::grads_ready(std::span<const int> param_ids) {
     if (!params_.group_shard(g).shards_grads()) continue;
     GroupState& st = state_[static_cast<size_t>(g)];
     if (st.reduce_after_site) continue;  // reduced when its site's backward is over
-    char& seen = st.reported[static_cast<size_t>(id)];
+    char& seen = reported_[static_cast<size_t>(id)];
     SDP_CHECK(!seen, "gradient of ", params_.decl(id).name, " reported final twice in one backward");
     seen = 1;
     if (--st.unreported == 0) reduce_scatter_into_shard(g);

@@ -88,7 +88,6 @@ class Sharding {
     int first_site = -1, last_site = -1;  // sites reading the group, forward order
     int64_t trained_params = 0;           // parameters whose gradients it expects
     int64_t unreported = 0;               // of them, not final yet in this backward
-    std::vector<char> reported;           // by parameter id (gradient-sharded groups)
     // Cut over the world under backward masking: reduced after its site's
     // backward on every rank (not on GradsReady), the world's average
     // rescaled by world / owners.
@@ -108,6 +107,7 @@ class Sharding {
   std::vector<std::vector<int>> site_grad_groups_;  // gradient-sharded groups per site
   std::vector<GroupState> state_;
   std::vector<int> group_of_param_;
+  std::vector<char> reported_;  // by parameter id: final in this backward
   std::vector<int> finished_site_groups_;  // to reduce at the next backward hook
   bool reshard_after_forward_;
   bool training_ = true;
