@@ -240,6 +240,21 @@ void Communicator::send(const Tensor& buffer, int peer) {
   timed(*stats_, [&] { do_send(buffer, peer); });
 }
 
+std::unique_ptr<PendingCollective> Communicator::send_async(const Tensor& buffer, int peer) {
+  const std::string at = where(Op::send);
+  check_buffer(at, buffer, "buffer");
+  check_peer(at, peer, rank_, size_);
+  check_supported(Op::send, buffer, false);
+  stats_->record(Op::send, name_, size_, static_cast<int64_t>(buffer.bytes()), false);
+  if (buffer.device() == Device::meta) return std::make_unique<FinishedCollective>();
+  return std::make_unique<TimedCollective>(timed(*stats_, [&] { return do_send_async(buffer, peer); }), *stats_);
+}
+
+std::unique_ptr<PendingCollective> Communicator::do_send_async(const Tensor& buffer, int peer) {
+  do_send(buffer, peer);
+  return std::make_unique<FinishedCollective>();
+}
+
 void Communicator::recv(Tensor& buffer, int peer) {
   const std::string at = where(Op::recv);
   check_buffer(at, buffer, "buffer");

@@ -145,6 +145,13 @@ class Communicator {
   void broadcast(Tensor& buffer, int root);
   void send(const Tensor& buffer, int peer);
   void recv(Tensor& buffer, int peer);
+  // Starts the same send and returns at once: a pipeline stage sends an
+  // activation or gradient and goes on computing, so that two stages
+  // sending to each other cannot block each other. `buffer` must stay alive
+  // and unchanged until wait(). Counted when started, like send. Sends to
+  // one peer arrive in the order they were started; recv matches them in
+  // that order.
+  std::unique_ptr<PendingCollective> send_async(const Tensor& buffer, int peer);
   void barrier();
 
   // MPI_Comm_split semantics, collective over this communicator: ranks with
@@ -177,6 +184,8 @@ class Communicator {
   virtual void do_broadcast(Tensor& buffer, int root) = 0;
   virtual void do_send(const Tensor& buffer, int peer) = 0;
   virtual void do_recv(Tensor& buffer, int peer) = 0;
+  // Default: do_send, then an already finished handle.
+  virtual std::unique_ptr<PendingCollective> do_send_async(const Tensor& buffer, int peer);
   virtual void do_barrier() = 0;
   // Returns the new group (or nullptr when color < 0), constructed with its
   // world ranks and an empty name: split() and subgroup() name it.

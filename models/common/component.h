@@ -42,6 +42,11 @@ struct Component {
   std::vector<int> params;  // parameter ids (set by the model's constructor)
   int64_t numel = 0;        // parameters it covers
   int group = -1;           // storage group holding it
+  // The one site (model.h) whose parameters it holds: 1 + block for
+  // block-bound components; for shared ones split by site (ModelLayout::
+  // split_shared) 0, 1 + b or L + 1; -1 for the unsplit shared component,
+  // which serves several sites.
+  int site = -1;
 };
 
 // How a process lays out a model's parameters: the granularity of the
@@ -55,6 +60,15 @@ struct ModelLayout {
   // groups' names; both empty = one group per component, named after it.
   std::vector<int> component_group;
   std::vector<std::string> group_names;
+  // Pipelines: the shared parameters become one shared component per site
+  // that reads them, so that each stage holds only its own: "shared.input"
+  // (site 0: embedding; stem), "shared.block.<b>" (site 1 + b, only where
+  // block b declares shared parameters: a ResNet downsampling shortcut;
+  // at neuron granularity the LLaMA blocks' norms, the ResNet blocks' bn2)
+  // and "shared.output" (site L + 1: final norm and head; classifier), in
+  // site order, before the maskable components. A tied LLaMA embedding is
+  // read at sites 0 and L + 1 and stays in "shared.input".
+  bool split_shared = false;
 };
 
 }  // namespace sdp

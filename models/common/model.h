@@ -20,6 +20,7 @@
 #include "models/common/param_hooks.h"
 #include "models/common/parameter_set.h"
 #include "models/common/recompute_policy.h"
+#include "models/common/stage_span.h"
 
 namespace sdp {
 
@@ -127,6 +128,71 @@ class Model {
   // The hooks are called from the thread that runs the model. Empty
   // functions are not called.
   virtual void set_param_hooks(ParamHooks hooks) = 0;
+
+  // ---- pipeline stages (stage_span.h)
+  // A model family that cannot be cut into stages keeps the defaults: the
+  // whole span only, and a clear refusal of the stage calls.
+  // The model's blocks (sites 1 .. L).
+  int block_count() const { return site_count() - 2; }
+  // Restricts training to the sites of `span`: forward_stage /
+  // backward_stage run only its blocks, with the input stage on the first
+  // stage and the output stage on the last. Call after materialize(); the
+  // span's parameters must be held here (other blocks' may be absent).
+  // Hooks are called for the span's sites only. Fails for a span outside
+  // the model, an empty one, or (LLaMA) a tied embedding split from the
+  // head (embedding and head would live on different stages).
+  // forward() and backward() need the whole span (the default); evaluation
+  // (keep_for_backward = false) of a partial span is refused.
+  virtual void set_stage(const StageSpan& span) {
+    if (!span.whole(block_count()))
+      fail("model ", name(), " cannot be cut into pipeline stages (asked for ",
+           span.describe(block_count()), ")");
+  }
+  virtual const StageSpan& stage() const {
+    static const StageSpan whole;
+    return whole;
+  }
+  // Shape of the activation a stage that starts at block `first_block` (> 0)
+  // receives for a micro-batch whose model inputs are `inputs` (only their
+  // shape is read): LLaMA [B, T, D]; ResNet [B, C, H, W] of that block's
+  // input. Its dtype is dtype().
+  virtual std::vector<int64_t> stage_input_shape(const Tensor& inputs, int first_block) const {
+    (void)inputs;
+    fail("model ", name(), " has no pipeline stages (stage_input_shape at block ", first_block, ")");
+  }
+  // A training forward of micro-batch `micro_batch` through the stage.
+  // inputs / targets as forward(): the first stage reads inputs, the last
+  // reads targets; other stages may pass empty tensors for what they do
+  // not read. `received`: the previous stage's output (any stage but the
+  // first; moved in, and kept by the stage until its backward needs it no
+  // more), shape stage_input_shape(). Returns the summed loss on the last
+  // stage (and sets valid_targets()), 0 on the others.
+  virtual double forward_stage(const Tensor& inputs, const Tensor& targets, OwnedTensor received,
+                               int micro_batch) {
+    (void)received;
+    SDP_CHECK(stage().whole(block_count()), "forward_stage of model ", name(), " without stages");
+    return forward(inputs, targets, true, micro_batch);
+  }
+  // The output of micro-batch `micro_batch`'s stage forward (not on the last
+  // stage): what goes to the next stage. Valid until that micro-batch's
+  // backward_stage returns.
+  virtual const Tensor& stage_output(int micro_batch) const {
+    fail("model ", name(), " has no pipeline stages (stage_output of micro-batch ", micro_batch,
+         ")");
+  }
+  // Backward of a stage forward. The last stage starts from its loss
+  // (loss_scale as backward(); output_grad empty); the others from
+  // output_grad, the next stage's gradient of stage_output (moved in; shape
+  // of stage_output). Returns the gradient of `received`, to send to the
+  // previous stage, or an empty tensor on the first stage. Split weight
+  // gradients and `ready` as backward(); backward_weight finishes a split.
+  virtual OwnedTensor backward_stage(OwnedTensor output_grad, double loss_scale,
+                                     bool split_weight_grads, const GradsReady& ready,
+                                     int micro_batch) {
+    (void)output_grad;
+    backward(loss_scale, split_weight_grads, ready, micro_batch);
+    return OwnedTensor();
+  }
 
   // ---- activation checkpointing
   // Which blocks keep only their input during a training forward and run
