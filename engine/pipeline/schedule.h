@@ -23,7 +23,15 @@
 
 namespace sdp::pipeline {
 
-enum class ActionKind : uint8_t { forward, backward, input_grad, weight_grad };
+// Compute actions, then the communication a schedule may list explicitly:
+// send_activation (SEND_F: this stage's forward output of the micro-batch to
+// the next stage), recv_activation (RECV_F: from the previous stage),
+// send_grad (SEND_B: the input gradient from B or I to the previous stage),
+// recv_grad (RECV_B: from the next stage). Text forms "SEND_F3" etc.
+enum class ActionKind : uint8_t {
+  forward, backward, input_grad, weight_grad,
+  send_activation, recv_activation, send_grad, recv_grad
+};
 
 struct Action {
   ActionKind kind = ActionKind::forward;
