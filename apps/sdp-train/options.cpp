@@ -45,7 +45,8 @@ void add_options(CLI::App& app, CliOptions& o) {
       ->check(integer_in(int64_t{1}, L::kBatch));
   batch->add_option("--seq", c.seq, "Tokens per sequence (<= the model's max_seq; LLaMA only)")
       ->check(integer_in(int64_t{1}, L::kSeq));
-  batch->add_option("--grad-accum", c.grad_accum, "Micro-batches per optimizer step")
+  batch->add_option("--grad-accum,--micro-batches", c.grad_accum,
+                    "Micro-batches per optimizer step (per replica); with a pipeline, its M")
       ->check(integer_in(int64_t{1}, L::kGradAccum));
   batch->add_option("--steps", c.steps, "Optimizer steps")
       ->check(integer_in(int64_t{0}, L::kSteps));
@@ -114,6 +115,16 @@ void add_options(CLI::App& app, CliOptions& o) {
   par->add_option("--activation-checkpointing", p.activation_checkpointing,
                   "Blocks that keep only their input and recompute their forward before "
                   "backward: none, block (every block), every:K (every K-th block)");
+  par->add_option("--pipeline-stages", p.pipeline_stages,
+                  "Pipeline stages P (1 = none); the world is P x D, stage s on ranks s D .. "
+                  "s D + D - 1, its D replicas running --strategy among themselves")
+      ->check(integer_in(int64_t{1}, L::kPipelineStages));
+  par->add_option("--schedule", p.schedule,
+                  "Pipeline schedule: gpipe, 1f1b, gpipe-2bp, 1f1b-2bp (two-stage backward: "
+                  "weight gradients deferred), zb-h1, or file:PATH (a schedule JSON)");
+  par->add_option("--stage-blocks", p.stage_blocks,
+                  "Blocks per pipeline stage, e.g. 3,3,3,3 (uneven allowed); default: balanced "
+                  "by counted FLOPs");
   par->add_option("--bucket-mb", c.bucket_mb,
                   "Gradient buckets (MiB) reduced during backward; 0 = after backward; "
                   "-1 = auto (25 on cuda, 0 elsewhere); at most 1048576");

@@ -32,20 +32,33 @@ nlohmann::json summarize(const std::vector<double>& v) {
 }  // namespace
 
 nlohmann::json RankFigures::to_json() const {
-  return {{"peak_bytes", summarize(peak_bytes)},
-          {"sent_bytes", summarize(sent_bytes)},
-          {"flops", summarize(flops)}};
+  nlohmann::json j = {{"peak_bytes", summarize(peak_bytes)},
+                      {"sent_bytes", summarize(sent_bytes)},
+                      {"flops", summarize(flops)}};
+  if (!stage.empty()) {
+    j["stage"] = summarize(stage);
+    j["bubble"] = summarize(bubble);
+    j["pipeline_bytes"] = summarize(pipeline_bytes);
+  }
+  return j;
 }
 
 RankFigures gather_rank_figures(comm::Communicator& world, const StepResult& step) {
   static CpuAllocator host;
   const int n = world.size();
-  constexpr int kFigures = 3;
-  OwnedTensor mine(host, {kFigures}, DType::f64, MemCategory::comm);      // [3]
-  OwnedTensor all(host, {kFigures * n}, DType::f64, MemCategory::comm);   // [world, 3]
-  mine->data<double>()[0] = step.memory["peak"]["total"].get<double>();
-  mine->data<double>()[1] = step.comm["sent_bytes"].get<double>();
-  mine->data<double>()[2] = step.flops;
+  constexpr int kFigures = 6;
+  OwnedTensor mine(host, {kFigures}, DType::f64, MemCategory::comm);      // [6]
+  OwnedTensor all(host, {kFigures * n}, DType::f64, MemCategory::comm);   // [world, 6]
+  const bool pipelined = !step.pipeline.is_null();
+  double* m = mine->data<double>();
+  m[0] = step.memory["peak"]["total"].get<double>();
+  m[1] = step.comm["sent_bytes"].get<double>();
+  m[2] = step.flops;
+  m[3] = pipelined ? step.pipeline["stage"].get<double>() : 0.0;
+  m[4] = pipelined ? step.pipeline["bubble_fraction"].get<double>() : 0.0;
+  m[5] = pipelined ? step.pipeline["activation_bytes_sent"].get<double>() +
+                         step.pipeline["gradient_bytes_sent"].get<double>()
+                   : 0.0;
   double* a = all->data<double>();
   std::fill(a, a + kFigures * n, std::numeric_limits<double>::quiet_NaN());
   world.all_gather(*mine, *all);
@@ -54,16 +67,27 @@ RankFigures gather_rank_figures(comm::Communicator& world, const StepResult& ste
     f.peak_bytes.push_back(a[kFigures * r]);
     f.sent_bytes.push_back(a[kFigures * r + 1]);
     f.flops.push_back(a[kFigures * r + 2]);
+    if (!pipelined) continue;
+    f.stage.push_back(a[kFigures * r + 3]);
+    f.bubble.push_back(a[kFigures * r + 4]);
+    f.pipeline_bytes.push_back(a[kFigures * r + 5]);
   }
   return f;
 }
 
 void print_rank_figures(const RankFigures& f) {
-  std::printf("%-6s %14s %16s %16s\n", "rank", "peak memory", "sent per step", "GFLOP per step");
+  const bool pipelined = !f.stage.empty();
+  std::printf("%-6s %14s %16s %16s", "rank", "peak memory", "sent per step", "GFLOP per step");
+  if (pipelined) std::printf(" %6s %8s %16s", "stage", "bubble", "to neighbours");
+  std::printf("\n");
   for (size_t r = 0; r < f.peak_bytes.size(); ++r) {
     if (std::isnan(f.peak_bytes[r])) continue;  // emulated: other ranks unknown
-    std::printf("%-6zu %14s %16s %16.3f\n", r, human_bytes(f.peak_bytes[r]).c_str(),
+    std::printf("%-6zu %14s %16s %16.3f", r, human_bytes(f.peak_bytes[r]).c_str(),
                 human_bytes(f.sent_bytes[r]).c_str(), f.flops[r] / 1e9);
+    if (pipelined)
+      std::printf(" %6.0f %7.1f%% %16s", f.stage[r], 100.0 * f.bubble[r],
+                  human_bytes(f.pipeline_bytes[r]).c_str());
+    std::printf("\n");
   }
 }
 
@@ -74,6 +98,21 @@ std::string plan_text(const Trainer& trainer) {
                            " ranks\n");
   out += L.plan.table(L.component_names);
   out += format("storage groups (one bucket and one collective each): ", L.groups.size(), "\n");
+  return out;
+}
+
+std::string pipeline_text(const Trainer& trainer) {
+  const SubnetLayout& L = trainer.layout();
+  const TrainConfig& c = trainer.config();
+  const int blocks = trainer.model().block_count();
+  std::string out = format("pipeline: ", L.stage_count(), " stages x ", L.replicas, " replica",
+                           L.replicas == 1 ? "" : "s", ", schedule ", c.parallel.schedule, ", ",
+                           c.grad_accum, " micro-batches per step\n");
+  for (int s = 0; s < L.stage_count(); ++s)
+    out += format("  stage ", s, ": ", L.stages[static_cast<size_t>(s)].describe(blocks),
+                  " on rank", L.replicas == 1 ? " " : "s ", s * L.replicas,
+                  L.replicas == 1 ? std::string() : format("..", s * L.replicas + L.replicas - 1),
+                  "\n");
   return out;
 }
 

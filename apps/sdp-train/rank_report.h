@@ -15,7 +15,12 @@ struct RankFigures {
   std::vector<double> peak_bytes;  // [world] peak of all categories in the step
   std::vector<double> sent_bytes;  // [world] ring-formula bytes sent in the step
   std::vector<double> flops;       // [world] FLOPs computed in the step
+  // Pipelines ([world], empty otherwise): each rank's stage, its measured
+  // bubble (idle share of its step's actions) and the bytes it sent to its
+  // neighbouring stages (activations forward, input gradients backward).
+  std::vector<double> stage, bubble, pipeline_bytes;
   // {"peak_bytes": {"min", "mean", "max", "by_rank"}, "sent_bytes": {...}, "flops": {...}};
+  // pipelines add "stage", "bubble" and "pipeline_bytes" alike.
   // an emulated rank knows only its own figures (others are null).
   nlohmann::json to_json() const;
 };
@@ -26,5 +31,7 @@ RankFigures gather_rank_figures(comm::Communicator& world, const StepResult& ste
 void print_rank_figures(const RankFigures& figures);
 // The strategy, plan table and storage groups, for the start-up print.
 std::string plan_text(const Trainer& trainer);
+// The pipeline's stages (blocks, ranks) and schedule, for the start-up print.
+std::string pipeline_text(const Trainer& trainer);
 
 }  // namespace sdp::app

@@ -149,6 +149,7 @@ int run_training(const TrainConfig& config, bool dry, bool use_mpi) {
       std::string(trainer.world().backend()).c_str(), static_cast<long long>(config.grad_accum),
       batch_text(config, trainer.train_data()).c_str(), static_cast<long long>(config.steps));
   if (world > 1 && config.parallel.subnetworks()) say("%s", plan_text(trainer).c_str());
+  if (trainer.layout().pipelined()) say("%s", pipeline_text(trainer).c_str());
   if (best) say("best achievable loss on this data: %.4f nats/token\n", *best);
   const std::string per_s = unit + "_per_s";
 
@@ -173,8 +174,9 @@ int run_training(const TrainConfig& config, bool dry, bool use_mpi) {
   double last_eval = NAN;
   nlohmann::json last_memory;
   // Under forward masking each rank's own subnetwork is a model of its own.
+  // A pipeline stage is no network of its own: no subnetwork losses there.
   const bool forward_masked = world > 1 && trainer.layout().spec.masking == Masking::forward &&
-                              config.parallel.subnetworks();
+                              config.parallel.subnetworks() && !trainer.layout().pipelined();
   RankFigures last_figures;
   EvalResult last_eval_all;
   while (trainer.step() < config.steps) {
@@ -196,6 +198,7 @@ int run_training(const TrainConfig& config, bool dry, bool use_mpi) {
                            {per_s, r.examples / r.seconds}, {"flops", r.flops},
                            {"memory", r.memory}, {"comm", r.comm},
                            {"skipped_steps", r.skipped_steps}};
+    if (!r.pipeline.is_null()) line["pipeline"] = r.pipeline;
     if (r.skipped) {
       line["skipped"] = true;
       if (root) {

@@ -18,6 +18,7 @@ inline constexpr int64_t kEvalBatches = int64_t{1} << 20;
 inline constexpr int64_t kImages = int64_t{1} << 40;            // recalibration_images
 inline constexpr int64_t kGroups = int64_t{1} << 16;            // ffn/head/channel groups
 inline constexpr int64_t kWorld = 65536;                        // emulate_world
+inline constexpr int64_t kPipelineStages = 4096;
 inline constexpr double kBucketMb = 1 << 20;                    // 1 TiB
 inline constexpr double kCommTimeout = 365.0 * 24 * 3600;       // a year, in seconds
 }  // namespace sdp::config_limits

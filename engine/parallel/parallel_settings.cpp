@@ -11,6 +11,16 @@ namespace {
 constexpr const char* kValidShards =
     "none, optimizer, grad, full; empty = the strategy's level: full for fsdp, none otherwise";
 
+// The strategies a pipeline's replicas can run: forward masking, no
+// implied sharding.
+std::string pipeline_strategy_names() {
+  std::string out;
+  for (const StrategyRow& row : strategy_table())
+    if (row.masking == Masking::forward && !row.implied_shard)
+      out += (out.empty() ? "" : ", ") + std::string(row.name);
+  return out;
+}
+
 [[noreturn]] void invalid_shard(const std::string& shard) {
   throw ConfigFieldError(
       "shard", format("config: shard = '", shard, "' is invalid (valid: ", kValidShards, ")"));
@@ -54,6 +64,7 @@ std::string ParallelSettings::composition_label() const {
   const RecomputePolicy ac = recompute();
   if (ac.every == 1) label += "+AC";
   if (ac.every > 1) label += format("+AC:", ac.every);
+  if (pipelined()) label += format("+PP", pipeline_stages);
   return label;
 }
 
@@ -84,6 +95,22 @@ void ParallelSettings::validate() const {
             " means --shard ", shard_level_name(*row.implied_shard),
             "; use --strategy ddp --shard ", shard);
   (void)recompute();  // throws for a malformed activation_checkpointing
+  count("pipeline_stages", pipeline_stages, 1, L::kPipelineStages);
+  if (schedule.empty())
+    invalid("schedule", "'' is invalid (valid: a schedule name, or file:PATH)");
+  if (pipelined()) {
+    // The replicas of a stage run the ownership plan among themselves; what
+    // needs every rank to hold every stage's parameters cannot.
+    if (row.masking == Masking::backward)
+      invalid("strategy", row.name, " with pipeline_stages = ", pipeline_stages,
+              " is not supported: backward masking keeps every group on every rank, a "
+              "pipeline keeps each stage's on that stage's ranks (valid with a pipeline: ",
+              pipeline_strategy_names(), ")");
+    if (level != ShardLevel::none)
+      invalid("shard", "'", shard_level_name(level), "' with pipeline_stages = ", pipeline_stages,
+              " is not supported: sharded groups move per micro-batch, which a pipeline's "
+              "interleaved micro-batches do not fit yet (valid with a pipeline: none)");
+  }
 }
 
 }  // namespace sdp

@@ -7,6 +7,10 @@
 //              partitioned over the ranks that share it (ZeRO-1/2/3, FSDP)
 //   recompute  which blocks run their forward again before their backward
 //              (activation checkpointing)
+//   pipeline   how many stages the model is cut into, where, and the
+//              schedule the stages run their micro-batches by; the ranks
+//              of a stage are its data-parallel replicas and run the
+//              ownership plan among themselves
 // The fields keep the names (and JSON keys) they have as flat config fields
 // of TrainConfig, which holds one of these as `parallel`.
 #include <cstdint>
@@ -22,7 +26,8 @@ namespace sdp {
 // check iterate them, so a new field cannot be forgotten there.
 #define SDP_PARALLEL_SETTINGS_FIELDS(X)                                                   \
   X(strategy) X(active_fraction) X(plan) X(plan_seed) X(ffn_groups) X(head_groups)        \
-  X(channel_groups) X(shard) X(reshard_after_forward) X(activation_checkpointing)
+  X(channel_groups) X(shard) X(reshard_after_forward) X(activation_checkpointing)          \
+  X(pipeline_stages) X(schedule) X(stage_blocks)
 
 struct ParallelSettings {
   // ownership plan: every rank trains its subnet of the plan; gradients are
@@ -46,6 +51,14 @@ struct ParallelSettings {
   bool reshard_after_forward = true;
   // none | block | every:K (RecomputePolicy::parse)
   std::string activation_checkpointing = "none";
+  // pipeline: P stages (1 = none); world = P x D, stage s on world ranks
+  // s D .. s D + D - 1. Each step runs grad_accum micro-batches (the
+  // pipeline's M) per replica by `schedule`: a name of
+  // pipeline::schedule_names() or file:PATH (a schedule JSON). stage_blocks:
+  // blocks per stage, "3,3,3,3"; empty = balanced by counted FLOPs.
+  int64_t pipeline_stages = 1;
+  std::string schedule = "1f1b";
+  std::string stage_blocks;
 
   // The table row of `strategy`; throws ConfigFieldError for an unknown name.
   const StrategyRow& strategy_row() const;
@@ -58,8 +71,9 @@ struct ParallelSettings {
   RecomputePolicy recompute() const;
   // The composition in a few characters, for reports: "DDP", "FSDP",
   // "FSDP+AC", "B-SDP+FSDP+AC", "N-SDP+ZeRO-2", "DDP+ZeRO-1", "Bb-SDP+AC:2"
-  // (AC = every block, AC:K = every K-th).
+  // (AC = every block, AC:K = every K-th), "B-SDP+PP4" (4 pipeline stages).
   std::string composition_label() const;
+  bool pipelined() const { return pipeline_stages > 1; }
 
   // Throws ConfigFieldError naming the first invalid field (its JSON key)
   // and what is valid. Combinations that only the trainer can judge (a plan

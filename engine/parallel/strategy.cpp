@@ -58,19 +58,50 @@ std::string owners_name(const std::vector<int>& owners, int world) {
 }  // namespace
 
 SubnetLayout SubnetLayout::build(const std::string& model, const StrategySpec& spec, int world,
-                                 int rank, const ModelDataFacts& facts) {
+                                 int rank, const ModelDataFacts& facts,
+                                 const std::vector<StageSpan>& stages) {
   SDP_CHECK(world >= 1 && rank >= 0 && rank < world, "rank ", rank, " of a ", world,
             "-rank world");
   SubnetLayout L;
   L.spec = spec;
   L.world = world;
   L.rank = rank;
+  L.stages = stages.empty() ? std::vector<StageSpan>{StageSpan{}} : stages;
+  const int P = L.stage_count();
+  if (world % P != 0)
+    throw CollectiveError(format("a pipeline of ", P, " stages needs a world of P x D ranks (D ",
+                                 "data-parallel replicas of each stage); ", world,
+                                 " ranks is not a multiple of ", P));
+  L.replicas = world / P;
+  L.stage = rank / L.replicas;
+  L.replica = rank % L.replicas;
   ModelLayout& ml = L.model_layout;
   ml.granularity = spec.granularity;
   ml.ffn_groups = spec.ffn_groups;
   ml.head_groups = spec.head_groups;
   ml.channel_groups = spec.channel_groups;
+  ml.split_shared = L.pipelined();
   const std::vector<Component> comps = make_model(model, ml, facts)->components();
+  const int blocks = make_model(model, ml, facts)->block_count();
+
+  // The stage that runs a component: the one whose span holds its site.
+  auto stage_of = [&](const Component& comp) {
+    const int site = comp.kind == ComponentKind::shared ? comp.site : comp.block + 1;
+    SDP_CHECK(site >= 0 || !L.pipelined(), "component ", comp.name,
+              " serves several sites and cannot be placed on one pipeline stage");
+    if (site < 0) return 0;
+    for (int s = 0; s < P; ++s)
+      if (L.stages[static_cast<size_t>(s)].contains_site(site, blocks)) return s;
+    fail("component ", comp.name, " (site ", site, ") lies on no pipeline stage");
+  };
+  // The world ranks of stage s's replicas listed by replica index.
+  auto world_ranks = [&](int s, const std::vector<int>& replicas) {
+    std::vector<int> out;
+    for (int d : replicas) out.push_back(s * L.replicas + d);
+    return out;
+  };
+  std::vector<int> all_replicas(static_cast<size_t>(L.replicas));
+  for (int d = 0; d < L.replicas; ++d) all_replicas[static_cast<size_t>(d)] = d;
 
   std::vector<int> maskable;  // component index of each plan column
   for (size_t c = 0; c < comps.size(); ++c)
@@ -79,7 +110,7 @@ SubnetLayout SubnetLayout::build(const std::string& model, const StrategySpec& s
       L.component_names.push_back(comps[c].name);
     }
   PlanRequest req;
-  req.world = world;
+  req.world = L.replicas;  // the plan is over one stage's replicas (all of them without a pipeline)
   req.components = static_cast<int>(maskable.size());
   req.active_fraction = spec.active_fraction;
   req.construction = spec.construction;
@@ -88,14 +119,14 @@ SubnetLayout SubnetLayout::build(const std::string& model, const StrategySpec& s
     L.plan = SubnetPlan::build(req);
   } catch (const Error& e) {
     // Every rank builds the same plan: every rank fails alike.
-    throw CollectiveError(format("strategy ", spec.describe(), " on ", world,
-                                 " ranks with model ", model, " (", maskable.size(), " ",
+    throw CollectiveError(format("strategy ", spec.describe(), " on ", L.replicas,
+                                 L.pipelined() ? " replicas per stage" : " ranks", " with model ",
+                                 model, " (", maskable.size(), " ",
                                  granularity_name(spec.granularity), " components): ", e.what()));
   }
 
-  // Storage groups: one per distinct owner set, the all-ranks set first.
-  std::vector<int> all(static_cast<size_t>(world));
-  for (int r = 0; r < world; ++r) all[static_cast<size_t>(r)] = r;
+  // Storage groups: one per distinct owner set, the all-ranks set first
+  // (without a pipeline; with one, each stage's sets, in component order).
   // Sharded: one group per owner set and block, so that a block's
   // parameters are gathered alone; shared components stay one group (the
   // root unit: embedding and head, stem and classifier).
@@ -117,12 +148,16 @@ SubnetLayout SubnetLayout::build(const std::string& model, const StrategySpec& s
     }
     return it->second;
   };
-  group_of(all, -1);
   ml.component_group.assign(comps.size(), 0);
-  for (size_t k = 0; k < maskable.size(); ++k) {
-    const Component& comp = comps[static_cast<size_t>(maskable[k])];
-    ml.component_group[static_cast<size_t>(maskable[k])] =
-        group_of(L.plan.owners(static_cast<int>(k)), comp.block);
+  if (!L.pipelined()) group_of(world_ranks(0, all_replicas), -1);
+  std::vector<int> column(comps.size(), -1);
+  for (size_t k = 0; k < maskable.size(); ++k) column[static_cast<size_t>(maskable[k])] = static_cast<int>(k);
+  for (size_t c = 0; c < comps.size(); ++c) {
+    const Component& comp = comps[c];
+    const int s = stage_of(comp);
+    const std::vector<int> owners =
+        column[c] < 0 ? world_ranks(s, all_replicas) : world_ranks(s, L.plan.owners(column[c]));
+    ml.component_group[c] = group_of(owners, comp.kind == ComponentKind::shared ? -1 : comp.block);
   }
   for (const StorageGroup& g : L.groups) ml.group_names.push_back(g.name);
 
@@ -185,7 +220,13 @@ nlohmann::json SubnetLayout::to_json() const {
   nlohmann::json groups_json = nlohmann::json::array();
   for (const StorageGroup& g : groups)
     groups_json.push_back({{"name", g.name}, {"owners", g.owners}, {"root", g.root}});
+  nlohmann::json stages_json = nlohmann::json::array();
+  for (const StageSpan& span : stages)
+    stages_json.push_back({{"first_block", span.first_block}, {"end_block", span.end_block}});
   return {{"strategy", spec.name},
+          {"pipeline_stages", stage_count()},
+          {"stages", stages_json},
+          {"replicas", replicas},
           {"description", spec.describe()},
           {"granularity", granularity_name(spec.granularity)},
           {"masking", masking_name(spec.masking)},

@@ -17,6 +17,7 @@
 #include "engine/plan/subnet_plan.h"
 #include "models/common/component.h"
 #include "models/common/shard_level.h"
+#include "models/common/stage_span.h"
 #include "models/registry.h"
 
 namespace sdp {
@@ -57,17 +58,32 @@ struct StorageGroup {
   int root = 0;
 };
 
+// A pipelined layout (SubnetLayout::build with stage spans): the world is
+// P stages x D replicas, stage s on world ranks s D .. s D + D - 1. The
+// plan is over the D replicas; every component lives on the ranks of the
+// stage that runs its site, its owners there being the plan's owners among
+// the replicas (shared components: all D), so no rank holds another stage's
+// parameters and gradients are averaged among one stage's replicas.
 struct SubnetLayout {
   StrategySpec spec;
   int world = 1, rank = 0;
+  std::vector<StageSpan> stages;  // [P]; one whole span without a pipeline
+  int stage = 0;                  // this rank's stage: rank / replicas
+  int replicas = 1;               // D = world / P
+  int replica = 0;                // rank % D
+  int stage_count() const { return static_cast<int>(stages.size()); }
+  bool pipelined() const { return stage_count() > 1; }
   SubnetPlan plan;                     // over the maskable components
   std::vector<std::string> component_names;  // maskable components, plan order
   ModelLayout model_layout;            // component -> storage group
   std::vector<StorageGroup> groups;
 
   // `model` by registry name (models/registry.h); `facts` as the data gives them.
+  // `stages`: the pipeline's spans, in order, tiling the model's blocks;
+  // empty = no pipeline (one whole span).
   static SubnetLayout build(const std::string& model, const StrategySpec& spec, int world,
-                            int rank, const ModelDataFacts& facts = {});
+                            int rank, const ModelDataFacts& facts = {},
+                            const std::vector<StageSpan>& stages = {});
   std::vector<bool> held_mask() const;
   std::vector<bool> trained_mask() const;
   // Each group's partition on this rank: over its owners, at the spec's

@@ -194,7 +194,15 @@ void TrainConfig::validate() const {
   if (!(comm_timeout >= 0 && comm_timeout <= L::kCommTimeout))
     invalid("comm_timeout", comm_timeout, " is invalid (valid: [0, ",
             static_cast<int64_t>(L::kCommTimeout), "] seconds: 0 = wait forever, at most a year)");
+  if (parallel.pipelined() && grad_accum < parallel.pipeline_stages)
+    invalid("grad_accum", grad_accum, " micro-batches for ", parallel.pipeline_stages,
+            " pipeline stages is invalid: with M < P some stage idles most of every step "
+            "(valid: grad_accum, the pipeline's --micro-batches, >= pipeline_stages = ",
+            parallel.pipeline_stages, ")");
   count("emulate_world", emulate_world, 0, L::kWorld, ": 0 = off");
+  if (emulate_world > 0 && emulate_world % parallel.pipeline_stages != 0)
+    invalid("emulate_world", emulate_world, " is not a multiple of pipeline_stages = ",
+            parallel.pipeline_stages, " (the world is stages x replicas)");
   if (emulate_world > 0 && (emulate_rank < 0 || emulate_rank >= emulate_world))
     invalid("emulate_rank", emulate_rank, " is invalid (valid: [0, emulate_world - 1 = ",
             emulate_world - 1, "])");

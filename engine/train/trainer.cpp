@@ -6,7 +6,10 @@
 #include <cmath>
 #include <limits>
 
+#include "engine/data/cifar_binary.h"
 #include "engine/metrics/memory_report.h"
+#include "engine/pipeline/site_costs.h"
+#include "engine/pipeline/stage_split.h"
 #include "engine/train/rank_agreement.h"
 #include "kernels/flop_count.h"
 #include "kernels/ops.h"
@@ -101,14 +104,23 @@ Trainer::Trainer(const TrainConfig& config, std::unique_ptr<comm::Communicator> 
   comm::Communicator& w = *world_;
   comm::require_same_on_all_ranks(w, "the run configuration", config_.to_json().dump(),
                                  comm::describe_json_difference);
-  // Rank r reads examples r, r + N, r + 2N, ... of the stream: together the
-  // ranks see exactly the global batch a single process would.
+  // Replica d of D reads examples d, d + D, d + 2D, ... of the stream:
+  // together the replicas see exactly the global batch a single process
+  // would. Without a pipeline every rank is a replica; with one, every
+  // stage of a replica reads the same micro-batches (the first stage its
+  // inputs, the last its targets).
+  const int64_t stages = config_.parallel.pipeline_stages;
+  if (w.size() % stages != 0)
+    throw CollectiveError(format("pipeline_stages = ", stages, " needs a world of P x D ranks (D ",
+                                 "data-parallel replicas of each stage); ", w.size(),
+                                 " ranks is not a multiple of ", stages));
+  const int replicas = w.size() / static_cast<int>(stages);
   train_data_ = make_batch_loader(config_, data::Split::train,
-                                  data::StreamPart{w.rank(), w.size()}, *alloc_, dtype);
+                                  data::StreamPart{w.rank() % replicas, replicas}, *alloc_, dtype);
   facts_ = train_data_->facts();
   layout_ = SubnetLayout::build(config_.model,
                                 StrategySpec::from_settings(config_.parallel, config_.model),
-                                w.size(), w.rank(), facts_);
+                                w.size(), w.rank(), facts_, pipeline_spans());
   comm::require_same_on_all_ranks(w, "the subnet plan", std::to_string(layout_.plan.hash()));
 
   model_ = make_model(config_.model, layout_.model_layout, facts_);
@@ -121,6 +133,7 @@ Trainer::Trainer(const TrainConfig& config, std::unique_ptr<comm::Communicator> 
   model_->materialize(*alloc_, dtype, layout_.held_mask(), layout_.trained_mask(),
                       layout_.shard_plan());
   model_->set_recompute(config_.parallel.recompute());
+  if (layout_.pipelined()) model_->set_stage(layout_.stages[static_cast<size_t>(layout_.stage)]);
   model_->params().init_values(config_.seed);  // same values on every owner
   model_->params().allocate_grads();
   require_same_group_sizes(w, model_->params());  // before the first collective on them
@@ -139,7 +152,10 @@ Trainer::Trainer(const TrainConfig& config, std::unique_ptr<comm::Communicator> 
   // Sharded groups reduce-scatter each site's gradients as soon as they are
   // final (Sharding), which is bucketing by block; the few groups left
   // whole (one owner) need no reduction then.
-  if (bucket_mb > 0 && !sharding_->active())
+  // A pipeline's weight gradients become final micro-batch by micro-batch
+  // in the schedule's order (deferred ones last): its groups are averaged
+  // once, after the step's actions.
+  if (bucket_mb > 0 && !sharding_->active() && !layout_.pipelined())
     buckets_ = std::make_unique<GradientBuckets>(model_->params(), *groups_,
                                                  static_cast<size_t>(bucket_mb * (1 << 20)),
                                                  reduce_dtype_, alloc_.get());
@@ -148,24 +164,70 @@ Trainer::Trainer(const TrainConfig& config, std::unique_ptr<comm::Communicator> 
       AdamWSettings{config_.beta1, config_.beta2, config_.eps, config_.weight_decay});
   schedule_ = LrSchedule{config_.lr, config_.min_lr, config_.warmup, config_.steps};
   control_ = OwnedTensor(host_allocator(), {2}, DType::f64, MemCategory::comm);
+  if (layout_.pipelined()) build_pipeline();
+}
+
+std::vector<StageSpan> Trainer::pipeline_spans() const {
+  const ParallelSettings& p = config_.parallel;
+  if (!p.pipelined()) return {};
+  const int P = static_cast<int>(p.pipeline_stages);
+  try {
+    const std::unique_ptr<Model> shape = make_model(config_.model, ModelLayout{}, facts_);
+    const int blocks = shape->block_count();
+    // Image models take the side of their images where LLaMA takes seq.
+    const int64_t cost_seq =
+        model_family(config_.model) == ModelFamily::llama ? config_.seq : data::kCifarSide;
+    if (!p.stage_blocks.empty())
+      return pipeline::split_stages(blocks, P, pipeline::parse_stage_blocks(p.stage_blocks), {},
+                                    config_.model);
+    // Balanced by the FLOPs each site runs (forward and backward) for this
+    // job's micro-batch, counted on the meta device.
+    const pipeline::SiteCosts costs =
+        pipeline::count_site_costs(config_.model, facts_, config_.batch, cost_seq);
+    return pipeline::split_stages(blocks, P, {}, costs.compute_flops(), config_.model);
+  } catch (const ConfigFieldError&) {
+    throw;
+  } catch (const Error& e) {
+    // Every rank computes the same split: every rank fails alike.
+    throw CollectiveError(format("pipeline_stages = ", P, ", stage_blocks = '", p.stage_blocks,
+                                 "' for model ", config_.model, ": ", e.what()));
+  }
+}
+
+void Trainer::build_pipeline() {
+  const ParallelSettings& p = config_.parallel;
+  const int P = layout_.stage_count();
+  const int M = static_cast<int>(config_.grad_accum);
+  pipeline::Schedule schedule;
+  try {
+    const std::string file_prefix = "file:";
+    if (p.schedule.rfind(file_prefix, 0) == 0) {
+      schedule = pipeline::load_schedule(p.schedule.substr(file_prefix.size()));
+      if (schedule.num_stages() != P || schedule.microbatches != M)
+        fail("the schedule has ", schedule.num_stages(), " stages and ", schedule.microbatches,
+             " micro-batches; this job has pipeline_stages = ", P, " and grad_accum (its "
+             "micro-batches) = ", M);
+    } else {
+      schedule = pipeline::make_schedule(p.schedule, P, M);
+    }
+    pipeline::validate(schedule);
+    schedule = pipeline::with_communication(schedule);  // the sends and receives, listed
+    pipeline::validate(schedule);
+  } catch (const Error& e) {
+    throw CollectiveError(format("config: schedule = '", p.schedule, "': ", e.what()));
+  }
+  // Each replica's P ranks, in stage order.
+  pipe_ = world_->split(layout_.replica, layout_.stage);
+  executor_ = std::make_unique<pipeline::StageExecutor>(*model_, std::move(schedule), layout_.stage,
+                                                        pipe_.get());
+  micro_inputs_.resize(static_cast<size_t>(M));
+  micro_targets_.resize(static_cast<size_t>(M));
 }
 
 Trainer::~Trainer() = default;
 
-StepResult Trainer::train_step() {
-  ops::ComputeStream::Scope on_stream(*stream_);
-  using clock = std::chrono::steady_clock;
-  const auto start = clock::now();
+double Trainer::run_micro_batches(double loss_scale) {
   MemoryStats& mem = alloc_->stats();
-  mem.reset_peaks();
-  comm::Communicator& w = *world_;
-  w.stats().reset();
-  ops::reset_flop_count();
-  ParameterSet& params = model_->params();
-  params.zero_grads();
-
-  const int64_t examples_per_micro = train_data_->examples();
-  const double loss_scale = 1.0 / static_cast<double>(examples_per_micro * config_.grad_accum);
   double loss_sum = 0;
   for (int64_t micro = 0; micro < config_.grad_accum; ++micro) {
     train_data_->next();
@@ -192,7 +254,65 @@ StepResult Trainer::train_step() {
     }
   }
 
+  return loss_sum;
+}
+
+double Trainer::run_pipeline(double loss_scale, nlohmann::json& report) {
+  MemoryStats& mem = alloc_->stats();
+  // Every micro-batch of the step is in flight at some point of a
+  // schedule, so each keeps its own copy of the loader's batch (input
+  // batches are workspace, as the loader's are).
+  std::vector<pipeline::MicroBatchData> batches;
+  for (size_t mb = 0; mb < micro_inputs_.size(); ++mb) {
+    train_data_->next();
+    auto keep = [&](const Tensor& from, OwnedTensor& to) {
+      if (!to || to->shape() != from.shape())
+        to = OwnedTensor(*alloc_, from.shape(), from.dtype(), MemCategory::workspace);
+      ops::copy(from, *to);
+    };
+    keep(train_data_->inputs(), micro_inputs_[mb]);
+    keep(train_data_->targets(), micro_targets_[mb]);
+    batches.push_back({*micro_inputs_[mb], *micro_targets_[mb]});
+  }
+  // The actions interleave forward and backward; the step's memory peak
+  // is reported as the backward phase's.
+  PhaseScope phase(mem, Phase::backward);
+  const pipeline::StageStepResult result = executor_->run(batches, loss_scale);
+  last_timings_ = result.timings;
+  const double makespan = result.timings.empty() ? 0.0 : result.timings.back().end;
+  report = {{"stage", executor_->stage()},
+            {"stages", layout_.stage_count()},
+            {"replica", layout_.replica},
+            {"schedule", config_.parallel.schedule},
+            {"micro_batches", config_.grad_accum},
+            {"blocks", layout_.stages[static_cast<size_t>(layout_.stage)].describe(
+                           model_->block_count())},
+            {"seconds", makespan},
+            {"busy_seconds", result.busy_seconds},
+            {"bubble_fraction", makespan > 0 ? (makespan - result.busy_seconds) / makespan : 0.0},
+            {"activation_bytes_sent", result.activation_bytes_sent},
+            {"gradient_bytes_sent", result.gradient_bytes_sent}};
+  return result.loss_sum;
+}
+
+StepResult Trainer::train_step() {
+  ops::ComputeStream::Scope on_stream(*stream_);
+  using clock = std::chrono::steady_clock;
+  const auto start = clock::now();
+  MemoryStats& mem = alloc_->stats();
+  mem.reset_peaks();
+  comm::Communicator& w = *world_;
+  w.stats().reset();
+  ops::reset_flop_count();
+  ParameterSet& params = model_->params();
+  params.zero_grads();
+
+  const int64_t examples_per_micro = train_data_->examples();
+  const double loss_scale = 1.0 / static_cast<double>(examples_per_micro * config_.grad_accum);
   StepResult r;
+  const double loss_sum =
+      executor_ ? run_pipeline(loss_scale, r.pipeline) : run_micro_batches(loss_scale);
+
   {
     PhaseScope phase(mem, Phase::communication);
     sharding_->reduce_remaining_gradients();  // ZeRO-1: the step's one reduce-scatter
@@ -217,7 +337,7 @@ StepResult Trainer::train_step() {
   const bool finite = alloc_->device() == Device::meta ||
                       (std::isfinite(ctl[0]) && std::isfinite(r.grad_norm));
   if (!finite) {
-    const int64_t examples = examples_per_micro * config_.grad_accum * w.size();
+    const int64_t examples = examples_per_micro * config_.grad_accum * layout_.replicas;
     const double loss = ctl[0] / static_cast<double>(examples);
     if (skipped_steps_ >= config_.skip_nonfinite)
       throw CollectiveError(format(
@@ -256,10 +376,14 @@ StepResult Trainer::train_step() {
   ++step_;
   r.step = step_;
   r.skipped_steps = skipped_steps_;
+  // Per replica: every rank without a pipeline, every stage of one with.
   const int64_t examples_per_rank = examples_per_micro * config_.grad_accum;
   r.rank_loss = loss_sum * loss_scale;
-  r.loss = ctl[0] / static_cast<double>(examples_per_rank * w.size());
-  r.examples = examples_per_rank * w.size();
+  // A pipeline's loss is its last stage's; the other stages have none.
+  if (executor_ && layout_.stage + 1 < layout_.stage_count())
+    r.rank_loss = std::numeric_limits<double>::quiet_NaN();
+  r.loss = ctl[0] / static_cast<double>(examples_per_rank * layout_.replicas);
+  r.examples = examples_per_rank * layout_.replicas;
   r.unit = train_data_->unit();
   r.seconds = std::chrono::duration<double>(clock::now() - start).count();
   r.flops = ops::flops_counted();
@@ -355,7 +479,9 @@ EvalResult Trainer::evaluate_all() {
   merge_buffers();  // every holder of a component evaluates with the same statistics
   // Evaluation forwards free each gathered group after its last read.
   sharding_->set_training(false);
-  mine->data<double>()[0] = mean_loss(*model_);
+  // A pipeline stage is not a network of its own: it has no loss.
+  mine->data<double>()[0] =
+      layout_.pipelined() ? std::numeric_limits<double>::quiet_NaN() : mean_loss(*model_);
   sharding_->set_training(true);
   sharding_->release_all();
   w.all_gather(*mine, *all);

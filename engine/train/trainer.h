@@ -26,6 +26,7 @@
 #include "engine/parallel/owner_groups.h"
 #include "engine/parallel/sharding.h"
 #include "engine/parallel/strategy.h"
+#include "engine/pipeline/stage_executor.h"
 #include "engine/train/train_config.h"
 #include "kernels/compute_stream.h"
 #include "models/common/model.h"
@@ -48,6 +49,10 @@ struct StepResult {
   // allowed skipping the step: no update was applied (on any rank).
   bool skipped = false;
   int64_t skipped_steps = 0;  // skipped so far in this run, this step included
+  // Pipelined jobs: this rank's stage in the step (stage, schedule,
+  // measured busy time and bubble, bytes sent to each neighbour); null
+  // otherwise.
+  nlohmann::json pipeline;
 };
 
 struct EvalResult {
@@ -103,6 +108,11 @@ class Trainer {
   const comm::Communicator& world() const { return *world_; }
   const SubnetLayout& layout() const { return layout_; }
   const BatchLoader& train_data() const { return *train_data_; }
+  // Pipelined jobs: the executor of this rank's stage (its schedule) and
+  // the measured timings of the latest step's actions; null / empty
+  // otherwise.
+  const pipeline::StageExecutor* pipeline_executor() const { return executor_.get(); }
+  const std::vector<pipeline::ActionTiming>& last_stage_timings() const { return last_timings_; }
   // Best mean loss any model can reach on the data, when the data knows it.
   std::optional<double> best_achievable_loss() const;
 
@@ -110,6 +120,13 @@ class Trainer {
   Trainer(const TrainConfig& config, std::unique_ptr<comm::Communicator> own_world,
           comm::Communicator* world, std::unique_ptr<Allocator> allocator);
   double mean_loss(Model& model);
+  // The pipeline's stage spans for this job (balanced by counted FLOPs
+  // unless config.parallel.stage_blocks says), and its executor.
+  std::vector<StageSpan> pipeline_spans() const;
+  void build_pipeline();
+  // Forward and backward of a step's micro-batches; returns the loss sum.
+  double run_micro_batches(double loss_scale);
+  double run_pipeline(double loss_scale, nlohmann::json& report);
   // Whether every rank holds the whole model (DDP, backward masking).
   bool full_model_everywhere() const;
   // Rank 0: the whole model assembled from the owners (collective).
@@ -135,6 +152,11 @@ class Trainer {
   DType reduce_dtype_ = DType::f32;           // gradients on the wire
   std::unique_ptr<ops::ComputeStream> stream_;  // cuda: this trainer's compute stream
   std::unique_ptr<AdamW> optimizer_;
+  // Pipelines: the replica's communicator over its P stages, and the stage's executor.
+  std::unique_ptr<comm::Communicator> pipe_;
+  std::unique_ptr<pipeline::StageExecutor> executor_;
+  std::vector<pipeline::ActionTiming> last_timings_;
+  std::vector<OwnedTensor> micro_inputs_, micro_targets_;  // [M] a step's micro-batches
   LrSchedule schedule_;
   std::unique_ptr<BatchLoader> train_data_;
   ModelDataFacts facts_;

@@ -15,6 +15,7 @@
 #include "engine/train/trainer.h"
 #include "kernels/ops.h"
 #include "test/mpi/mpi_test_support.h"
+#include "test/mpi/whole_values.h"
 
 using namespace sdp;
 using namespace sdp::testing::mpi;
@@ -43,48 +44,6 @@ TrainConfig sharded_config(const std::string& strategy, double C, const std::str
   c.parallel.active_fraction = C;
   c.parallel.shard = shard;
   return c;
-}
-
-// Every parameter's whole value (by its unique name) on every rank: a
-// sharded group's owners contribute their shards, an unsharded group its
-// root the whole; one plain-MPI sum assembles them (outside the counters).
-std::map<std::string, std::vector<double>> whole_values(Trainer& t) {
-  const ParameterSet& p = t.model().params();
-  const SubnetLayout& L = t.layout();
-  std::map<std::string, std::vector<double>> out;
-  for (int g = 0; g < p.group_count(); ++g) {
-    const StorageGroup& sg = L.groups[static_cast<size_t>(g)];
-    const int64_t P = p.group_shard(g).sharded() ? p.padded_numel(g) : p.group_decl(g).numel;
-    std::vector<double> whole(static_cast<size_t>(P), 0.0), sum(whole.size(), 0.0);
-    if (p.group_shard(g).sharded()) {
-      const Tensor s = p.shard_values(g);
-      for (int64_t e = 0; e < s.numel(); ++e)
-        whole[static_cast<size_t>(p.shard_begin(g) + e)] = ops::item(s, e);
-    } else if (sg.root == rank()) {
-      const Tensor v = p.group_values(g);
-      for (int64_t e = 0; e < v.numel(); ++e) whole[static_cast<size_t>(e)] = ops::item(v, e);
-    }
-    MPI_Allreduce(whole.data(), sum.data(), static_cast<int>(sum.size()), MPI_DOUBLE, MPI_SUM,
-                  MPI_COMM_WORLD);
-    for (int id = 0; id < p.count(); ++id) {
-      const ParamDecl& d = p.decl(id);
-      if (d.group != g || d.buffer) continue;
-      out[d.name].assign(sum.begin() + d.offset, sum.begin() + d.offset + d.shape.numel());
-    }
-  }
-  return out;
-}
-
-double max_difference(const std::map<std::string, std::vector<double>>& a,
-                      const std::map<std::string, std::vector<double>>& b) {
-  if (a.size() != b.size()) return INFINITY;
-  double m = 0;
-  for (const auto& [name, va] : a) {
-    const auto it = b.find(name);
-    if (it == b.end() || it->second.size() != va.size()) return INFINITY;
-    for (size_t i = 0; i < va.size(); ++i) m = std::max(m, std::abs(va[i] - it->second[i]));
-  }
-  return m;
 }
 
 // Steps both trainers in lock step, comparing losses and norms, then every

@@ -1,0 +1,130 @@
+#include "engine/pipeline/stage_executor.h"
+
+#include <chrono>
+#include <map>
+#include <memory>
+
+#include "engine/core/error.h"
+#include "kernels/ops.h"
+
+namespace sdp::pipeline {
+
+namespace {
+
+bool is_compute(ActionKind kind) {
+  return kind == ActionKind::forward || kind == ActionKind::backward ||
+         kind == ActionKind::input_grad || kind == ActionKind::weight_grad;
+}
+
+}  // namespace
+
+StageExecutor::StageExecutor(Model& model, Schedule schedule, int stage, comm::Communicator* pipe)
+    : model_(model), schedule_(std::move(schedule)), stage_(stage), pipe_(pipe) {
+  const int P = schedule_.num_stages();
+  SDP_CHECK(stage_ >= 0 && stage_ < P, "stage ", stage_, " of a ", P, "-stage schedule");
+  SDP_CHECK(P == 1 || (pipe_ && pipe_->size() == P && pipe_->rank() == stage_),
+            "a ", P, "-stage pipeline needs a pipeline communicator of ", P,
+            " ranks on which this stage is rank ", stage_);
+}
+
+StageStepResult StageExecutor::run(const std::vector<MicroBatchData>& batches, double loss_scale,
+                                   const GradsReady& ready) {
+  using clock = std::chrono::steady_clock;
+  const auto t0 = clock::now();
+  auto now = [&] { return std::chrono::duration<double>(clock::now() - t0).count(); };
+  const int M = schedule_.microbatches;
+  SDP_CHECK(static_cast<int>(batches.size()) == M, "pipeline step: ", batches.size(),
+            " micro-batches given for a schedule of ", M);
+  const int P = schedule_.num_stages();
+  const Device device = model_.allocator().device();
+  Allocator& alloc = model_.allocator();
+  const int first_block = model_.stage().first_block;
+
+  StageStepResult r;
+  // Per micro-batch, what moves between actions of this stage.
+  std::map<int, OwnedTensor> received;      // RECV_F -> F
+  std::map<int, OwnedTensor> output_grads;  // RECV_B -> B / I
+  std::map<int, OwnedTensor> input_grads;   // B / I -> SEND_B, then kept until the end
+  std::map<int, std::unique_ptr<comm::PendingCollective>> activation_sends;  // SEND_F -> B / I
+  std::vector<std::unique_ptr<comm::PendingCollective>> gradient_sends;
+  auto take = [](std::map<int, OwnedTensor>& from, int mb, const char* what) {
+    auto it = from.find(mb);
+    SDP_CHECK(it != from.end(), "pipeline step: ", what, " of micro-batch ", mb,
+              " is not here (the schedule is not in explicit form?)");
+    OwnedTensor t = std::move(it->second);
+    from.erase(it);
+    return t;
+  };
+
+  for (const Action& a : schedule_.stages[static_cast<size_t>(stage_)]) {
+    const int mb = a.microbatch;
+    const MicroBatchData& data = batches[static_cast<size_t>(mb)];
+    const double start = now();
+    switch (a.kind) {
+      case ActionKind::recv_activation: {
+        OwnedTensor x(alloc, model_.stage_input_shape(data.inputs, first_block), model_.dtype(),
+                      MemCategory::activation);
+        pipe_->recv(*x, stage_ - 1);
+        received[mb] = std::move(x);
+        break;
+      }
+      case ActionKind::forward: {
+        OwnedTensor x = stage_ > 0 ? take(received, mb, "the received activation") : OwnedTensor();
+        r.loss_sum += model_.forward_stage(data.inputs, data.targets, std::move(x), mb);
+        if (stage_ == P - 1) r.valid_targets += model_.valid_targets();
+        break;
+      }
+      case ActionKind::send_activation: {
+        const Tensor& y = model_.stage_output(mb);
+        activation_sends[mb] = pipe_->send_async(y, stage_ + 1);
+        r.activation_bytes_sent += static_cast<int64_t>(y.bytes());
+        break;
+      }
+      case ActionKind::recv_grad: {
+        const Tensor& y = model_.stage_output(mb);
+        OwnedTensor dy(alloc, y.shape(), y.dtype(), MemCategory::activation);
+        pipe_->recv(*dy, stage_ + 1);
+        output_grads[mb] = std::move(dy);
+        break;
+      }
+      case ActionKind::backward:
+      case ActionKind::input_grad: {
+        OwnedTensor dy;
+        if (stage_ < P - 1) {
+          dy = take(output_grads, mb, "the output gradient");
+          // The output entry is freed by the backward: its send must be done.
+          auto send = activation_sends.find(mb);
+          if (send != activation_sends.end()) {
+            send->second->wait();
+            activation_sends.erase(send);
+          }
+        }
+        OwnedTensor dx = model_.backward_stage(std::move(dy), loss_scale,
+                                               a.kind == ActionKind::input_grad, ready, mb);
+        if (stage_ > 0) input_grads[mb] = std::move(dx);
+        break;
+      }
+      case ActionKind::send_grad: {
+        auto it = input_grads.find(mb);
+        SDP_CHECK(it != input_grads.end(), "pipeline step: SEND_B of micro-batch ", mb,
+                  " before its backward");
+        gradient_sends.push_back(pipe_->send_async(*it->second, stage_ - 1));
+        r.gradient_bytes_sent += static_cast<int64_t>(it->second->bytes());
+        break;
+      }
+      case ActionKind::weight_grad:
+        model_.backward_weight(ready, mb);
+        break;
+    }
+    // Device work is queued asynchronously: an action ends when it has run.
+    ops::synchronize(device);
+    const double end = now();
+    r.timings.push_back({start, end});
+    if (is_compute(a.kind)) r.busy_seconds += end - start;
+  }
+  for (auto& [mb, send] : activation_sends) send->wait();
+  for (auto& send : gradient_sends) send->wait();
+  return r;
+}
+
+}  // namespace sdp::pipeline
