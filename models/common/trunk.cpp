@@ -37,7 +37,9 @@ const Tensor& Trunk::forward(TrunkContext& ctx, OwnedTensor x0, bool train, bool
   ctx.stream.push_back(std::move(x0));
   for (size_t i = 0; i < blocks_.size(); ++i) {
     TrunkBlock& block = *blocks_[i];
-    if (!block.runs()) continue;  // B-SDP: the residual stream passes an unheld block
+    // B-SDP: the residual stream passes an unheld block; a pipeline stage
+    // passes every block outside its range.
+    if (!block.runs() || !in_range(block.index())) continue;
     needed(block, ParamPass::forward);
     TrunkBlock::Forward f =
         block.forward(*ctx.stream.back(), train ? BlockMode::train : BlockMode::eval, alloc);

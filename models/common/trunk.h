@@ -102,8 +102,16 @@ class Trunk {
   const std::vector<TrunkBlock*>& blocks() const { return blocks_; }
   // Whether block b (model index) keeps only its input in a training forward.
   bool checkpointed(int b) const { return policy_.checkpoints(b); }
+  // Pipeline stages: only blocks first .. end - 1 (model indices) run; the
+  // others are passed by like unheld blocks, whether held here or not.
+  // Default: every block.
+  void set_block_range(int first, int end) {
+    first_block_ = first;
+    end_block_ = end;
+  }
+  bool in_range(int b) const { return b >= first_block_ && (end_block_ < 0 || b < end_block_); }
 
-  // Runs the blocks that run over x0 (moved into the stream) and returns
+  // Runs the blocks that run (in the block range) over x0 (moved into the stream) and returns
   // the output entry (the last block's output, or x0 when none runs).
   // train = false (evaluation) keeps only the newest entry and no context.
   // In training, stream[0] stays until release_input() or the context's end
@@ -130,6 +138,7 @@ class Trunk {
   std::vector<TrunkBlock*> blocks_;
   RecomputePolicy policy_;
   const ParamHooks* hooks_ = nullptr;
+  int first_block_ = 0, end_block_ = -1;  // -1: through the last block
 };
 
 }  // namespace sdp

@@ -13,11 +13,23 @@ std::vector<Component> LlamaModel::component_specs(const LlamaConfig& config,
                                                    const ModelLayout& layout) {
   config.validate();
   std::vector<Component> out;
-  out.push_back({"shared", ComponentKind::shared, -1, 0, {}, 0, -1});
   const int L = config.n_layers;
-  if (layout.granularity == Granularity::block) {
+  const bool neuron = layout.granularity == Granularity::neuron;
+  if (layout.split_shared) {
+    // One shared component per site that reads shared parameters; a tied
+    // embedding stays with the input (set_stage keeps such a model whole).
+    out.push_back({"shared.input", ComponentKind::shared, -1, 0, {}, 0, -1, 0});
+    if (neuron)  // the blocks' norms, read by every neuron group of the block
+      for (int b = 0; b < L; ++b)
+        out.push_back({"shared.block." + std::to_string(b), ComponentKind::shared, b, 0, {}, 0, -1,
+                       1 + b});
+    out.push_back({"shared.output", ComponentKind::shared, -1, 0, {}, 0, -1, L + 1});
+  } else {
+    out.push_back({"shared", ComponentKind::shared, -1, 0, {}, 0, -1, -1});
+  }
+  if (!neuron) {
     for (int b = 0; b < L; ++b)
-      out.push_back({"block." + std::to_string(b), ComponentKind::block, b, 0, {}, 0, -1});
+      out.push_back({"block." + std::to_string(b), ComponentKind::block, b, 0, {}, 0, -1, 1 + b});
     return out;
   }
   const int64_t F = config.ffn_dim, Hkv = config.n_kv_heads;
@@ -31,9 +43,11 @@ std::vector<Component> LlamaModel::component_specs(const LlamaConfig& config,
     for (int b = 0; b < L; ++b) {
       const std::string block = "block." + std::to_string(b);
       if (g < layout.ffn_groups)
-        out.push_back({block + ".ffn." + std::to_string(g), ComponentKind::ffn_group, b, g, {}, 0, -1});
+        out.push_back({block + ".ffn." + std::to_string(g), ComponentKind::ffn_group, b, g, {}, 0,
+                       -1, 1 + b});
       if (g < layout.head_groups)
-        out.push_back({block + ".heads." + std::to_string(g), ComponentKind::head_group, b, g, {}, 0, -1});
+        out.push_back({block + ".heads." + std::to_string(g), ComponentKind::head_group, b, g, {},
+                       0, -1, 1 + b});
     }
   return out;
 }
@@ -68,14 +82,22 @@ void LlamaModel::declare_parameters() {
     const int g = comp.group;
     switch (comp.kind) {
       case ComponentKind::shared: {
-        embed_ = add(params_.declare("model.embed_tokens.weight", {V, D}, g, InitKind::normal, std));
-        final_norm_ = add(params_.declare("model.norm.weight", {D}, g, InitKind::ones));
-        head_ = c.tie_embeddings
-                    ? embed_
-                    : add(params_.declare("lm_head.weight", {V, D}, g, InitKind::normal, std));
+        // The unsplit shared component (site -1) holds what every site
+        // reads; a split one (ModelLayout::split_shared) its own site's.
+        // shared.input comes first, so a tied head finds the embedding.
+        auto serves = [&](int site) { return comp.site < 0 || comp.site == site; };
+        if (serves(0))
+          embed_ = add(params_.declare("model.embed_tokens.weight", {V, D}, g, InitKind::normal, std));
+        if (serves(c.n_layers + 1)) {
+          final_norm_ = add(params_.declare("model.norm.weight", {D}, g, InitKind::ones));
+          head_ = c.tie_embeddings
+                      ? embed_
+                      : add(params_.declare("lm_head.weight", {V, D}, g, InitKind::normal, std));
+        }
         if (!neuron) break;
         // Every neuron group of a block reads its norms: they stay shared.
         for (int b = 0; b < c.n_layers; ++b) {
+          if (!serves(1 + b)) continue;
           BlockParams& bp = blocks[static_cast<size_t>(b)];
           bp.norm1 = add(params_.declare(layer(b) + "input_layernorm.weight", {D}, g, InitKind::ones));
           bp.norm2 = add(params_.declare(layer(b) + "post_attention_layernorm.weight", {D}, g,
@@ -179,6 +201,39 @@ std::vector<int> LlamaModel::site_params(int site) const {
   return ids;
 }
 
+void LlamaModel::set_stage(const StageSpan& span) {
+  const int L = config_.n_layers;
+  if (span.first_block < 0 || span.first_block >= L || span.end(L) <= span.first_block ||
+      span.end(L) > L)
+    fail("set_stage: blocks ", span.first_block, " .. ", span.end(L) - 1, " are not a stage of model ",
+         config_.name, " (valid: a non-empty range of blocks 0 .. ", L - 1, ")");
+  if (config_.tie_embeddings && !span.whole(L))
+    fail("set_stage: model ", config_.name, " ties its embedding to the LM head, so the input ",
+         "and output stages cannot be apart (asked for ", span.describe(L),
+         "); use an untied model for pipeline stages");
+  if (!in_flight_.empty())
+    fail("set_stage: ", in_flight_.size(), " micro-batch(es) of model ", config_.name,
+         " are between forward and backward; finish them before changing the stage");
+  stage_ = span;
+  trunk_->set_block_range(span.first_block, span.end(L));
+}
+
+void LlamaModel::check_whole(const char* call) const {
+  if (stage_.whole(config_.n_layers)) return;
+  fail(call, " of model ", config_.name, " needs the whole model, but it is set to the pipeline ",
+       "stage ", stage_.describe(config_.n_layers), " (use forward_stage / backward_stage; ",
+       "evaluation of a partial stage is not supported)");
+}
+
+std::vector<int64_t> LlamaModel::stage_input_shape(const Tensor& tokens, int first_block) const {
+  if (first_block <= 0 || first_block >= config_.n_layers)
+    fail("stage_input_shape: block ", first_block, " of model ", config_.name,
+         " does not start a later stage (valid: 1 .. ", config_.n_layers - 1, ")");
+  SDP_CHECK(tokens.ndim() == 2, "stage_input_shape: tokens must be [batch, seq], got ",
+            tokens.describe());
+  return {tokens.size(0), tokens.size(1), config_.dim};
+}
+
 Tensor LlamaModel::run_trunk(const Tensor& tokens, const BatchShape& shape, bool train,
                              TrunkContext& trunk) {
   const int64_t N = shape.tokens(), D = config_.dim;
@@ -195,25 +250,68 @@ Tensor LlamaModel::run_trunk(const Tensor& tokens, const BatchShape& shape, bool
 
 double LlamaModel::forward(const Tensor& tokens, const Tensor& targets, bool keep_for_backward,
                            int micro_batch) {
+  check_whole(keep_for_backward ? "forward()" : "forward(keep_for_backward = false)");
+  return run_stage(tokens, targets, OwnedTensor(), keep_for_backward, micro_batch);
+}
+
+double LlamaModel::forward_stage(const Tensor& tokens, const Tensor& targets, OwnedTensor received,
+                                 int micro_batch) {
+  return run_stage(tokens, targets, std::move(received), true, micro_batch);
+}
+
+double LlamaModel::run_stage(const Tensor& tokens, const Tensor& targets, OwnedTensor received,
+                             bool train, int micro_batch) {
   SDP_CHECK(alloc_, "materialize() the model before forward()");
-  SDP_CHECK(tokens.ndim() == 2, "forward: tokens must be [batch, seq], got ", tokens.describe());
-  expect_shape(targets, tokens.shape(), "forward", "targets");
-  expect_dtype(tokens, DType::i32, "forward", "tokens");
-  expect_dtype(targets, DType::i32, "forward", "targets");
-  const BatchShape shape{tokens.size(0), tokens.size(1)};
+  const int L = config_.n_layers;
+  const bool first = stage_.has_input_stage(), last = stage_.has_output_stage(L);
+  const int64_t D = config_.dim, V = config_.vocab;
+  BatchShape shape;
+  if (first) {
+    SDP_CHECK(!received, "forward: the first stage embeds its tokens and receives nothing, got ",
+              received->describe());
+    SDP_CHECK(tokens.ndim() == 2, "forward: tokens must be [batch, seq], got ", tokens.describe());
+    expect_dtype(tokens, DType::i32, "forward", "tokens");
+    shape = {tokens.size(0), tokens.size(1)};
+  } else {
+    SDP_CHECK(received, "forward_stage: stage ", stage_.describe(L), " of model ", config_.name,
+              " needs the previous stage's output [batch, seq, ", D, "]");
+    if (received->ndim() != 3 || received->size(2) != D)
+      fail("forward_stage: the received activation must be [batch, seq, ", D, "], got ",
+           received->describe());
+    expect_dtype(*received, dtype_, "forward_stage", "received");
+    shape = {received->size(0), received->size(1)};
+  }
+  if (last) {
+    expect_shape(targets, {shape.batch, shape.seq}, "forward", "targets");
+    expect_dtype(targets, DType::i32, "forward", "targets");
+  }
   if (shape.seq > config_.max_seq)
     fail("forward: sequence length ", shape.seq, " exceeds the model's max_seq ", config_.max_seq);
-  const int64_t N = shape.tokens(), D = config_.dim, V = config_.vocab;
+  const int64_t N = shape.tokens();
   // A new training forward of a micro-batch replaces what it kept before.
-  if (keep_for_backward) in_flight_.erase(micro_batch);
+  if (train) in_flight_.erase(micro_batch);
 
   MicroBatch m;
   m.tokens = tokens;
+  Tensor x_last;  // [N, D], the trunk's output entry
+  if (first) {
+    x_last = run_trunk(tokens, shape, train, m.trunk);
+  } else {
+    // The received stream is the trunk's input: kept until its first block's backward.
+    x_last = trunk_->forward(m.trunk, std::move(received), train, /*keep_input=*/false, *alloc_)
+                 .view({N, D});
+  }
+  if (!last) {
+    // Non-last stages are training stages only (check_whole refuses evaluation).
+    in_flight_.emplace(micro_batch, std::move(m));
+    return 0;
+  }
+
   HeadContext h;
   h.shape = shape;
   h.tokens = tokens;
   h.targets = targets;
-  h.x_last = run_trunk(tokens, shape, keep_for_backward, m.trunk);
+  h.x_last = x_last;
   const DType st = accum_dtype(dtype_);  // statistics and losses
   const int head_site = site_count() - 1;
   hooks_.call_needed(head_site, ParamPass::forward);
@@ -229,7 +327,7 @@ double LlamaModel::forward(const Tensor& tokens, const Tensor& targets, bool kee
 
   double total = 0;
   valid_targets_ = 0;
-  if (tokens.device() == Device::meta) {
+  if (targets.device() == Device::meta) {
     total = std::numeric_limits<double>::quiet_NaN();
     valid_targets_ = N;
   } else {
@@ -237,11 +335,21 @@ double LlamaModel::forward(const Tensor& tokens, const Tensor& targets, bool kee
     valid_targets_ = ops::count_nonnegative(targets);
     total = ops::sum(*losses);
   }
-  if (keep_for_backward) {
+  if (train) {
     m.head = std::move(h);
     in_flight_.emplace(micro_batch, std::move(m));
   }
   return total;
+}
+
+const Tensor& LlamaModel::stage_output(int micro_batch) const {
+  if (stage_.has_output_stage(config_.n_layers))
+    fail("stage_output: stage ", stage_.describe(config_.n_layers), " of model ", config_.name,
+         " ends in the loss and hands nothing on");
+  auto it = in_flight_.find(micro_batch);
+  SDP_CHECK(it != in_flight_.end() && !it->second.trunk.backward_started, "stage_output of micro-batch ",
+            micro_batch, " without its stage forward (or after its backward)");
+  return it->second.trunk.output();
 }
 
 namespace {
@@ -259,47 +367,78 @@ void report_trained(const ParameterSet& p, std::initializer_list<int> ids, const
 
 void LlamaModel::backward(double loss_scale, bool split_weight_grads, const GradsReady& ready,
                           int micro_batch) {
+  check_whole("backward()");
+  run_stage_backward(OwnedTensor(), loss_scale, split_weight_grads, ready, micro_batch);
+}
+
+OwnedTensor LlamaModel::backward_stage(OwnedTensor output_grad, double loss_scale,
+                                       bool split_weight_grads, const GradsReady& ready,
+                                       int micro_batch) {
+  return run_stage_backward(std::move(output_grad), loss_scale, split_weight_grads, ready,
+                            micro_batch);
+}
+
+OwnedTensor LlamaModel::run_stage_backward(OwnedTensor output_grad, double loss_scale,
+                                           bool split_weight_grads, const GradsReady& ready,
+                                           int micro_batch) {
   auto it = in_flight_.find(micro_batch);
-  SDP_CHECK(it != in_flight_.end() && it->second.head, "backward() of micro-batch ", micro_batch,
-            " without a preceding training forward() of it");
+  SDP_CHECK(it != in_flight_.end() && !it->second.trunk.backward_started, "backward() of micro-batch ",
+            micro_batch, " without a preceding training forward() of it");
   SDP_CHECK(params_.has_grads(), "backward() needs allocated gradients (allocate_grads())");
   MicroBatch& m = it->second;
-  HeadContext& h = *m.head;
-  const BatchShape shape = h.shape;
-  const int64_t N = shape.tokens(), D = config_.dim;
-  const int head_site = site_count() - 1;
+  const int64_t D = config_.dim;
+  const bool first = stage_.has_input_stage(), last = stage_.has_output_stage(config_.n_layers);
+  OwnedTensor dx;  // [B, T, D], the gradient of the trunk's output entry
+  if (last) {
+    SDP_CHECK(!output_grad, "backward_stage: the last stage starts from its loss; got an output ",
+              "gradient ", output_grad->describe());
+    HeadContext& h = *m.head;
+    const BatchShape shape = h.shape;
+    const int64_t N = shape.tokens();
+    const int head_site = site_count() - 1;
 
-  // The logits' storage becomes their gradient: no second [N, V] buffer.
-  ops::cross_entropy_backward_input(*h.logits, h.targets.view({N}), *h.lse, loss_scale, *h.logits);
-  hooks_.call_needed(head_site, ParamPass::backward);
-  OwnedTensor dh(*alloc_, {N, D}, dtype_, MemCategory::activation);  // [N, D]
-  ops::linear_backward_input(*h.logits, params_.param(head_), *dh);
-  if (params_.is_trained(head_)) {
-    Tensor d_head = params_.grad(head_);
-    ops::linear_backward_weight(*h.logits, *h.h, d_head);
+    // The logits' storage becomes their gradient: no second [N, V] buffer.
+    ops::cross_entropy_backward_input(*h.logits, h.targets.view({N}), *h.lse, loss_scale, *h.logits);
+    hooks_.call_needed(head_site, ParamPass::backward);
+    OwnedTensor dh(*alloc_, {N, D}, dtype_, MemCategory::activation);  // [N, D]
+    ops::linear_backward_input(*h.logits, params_.param(head_), *dh);
+    if (params_.is_trained(head_)) {
+      Tensor d_head = params_.grad(head_);
+      ops::linear_backward_weight(*h.logits, *h.h, d_head);
+    }
+    h.logits = OwnedTensor();
+    dx = OwnedTensor(*alloc_, {N, D}, dtype_, MemCategory::activation);  // [N, D]
+    ops::rmsnorm_backward_input(*dh, h.x_last, params_.param(final_norm_), *h.rstd, *dx);
+    hooks_.call_done(head_site, ParamPass::backward);
+    if (params_.is_trained(final_norm_)) {
+      Tensor d_final_norm = params_.grad(final_norm_);
+      ops::rmsnorm_backward_weight(*dh, h.x_last, *h.rstd, d_final_norm);
+    }
+    dh = OwnedTensor();
+    m.head.reset();
+    // A tied head's gradient is final only after the embedding's part.
+    report_trained(params_, {final_norm_, config_.tie_embeddings ? -1 : head_}, ready);
+    dx.view = dx->view({shape.batch, shape.seq, D});  // [B, T, D], as the stream
+  } else {
+    SDP_CHECK(output_grad, "backward_stage: stage ", stage_.describe(config_.n_layers),
+              " needs the next stage's gradient of its output");
+    expect_shape(*output_grad, m.trunk.output().shape(), "backward_stage", "output_grad");
+    expect_dtype(*output_grad, dtype_, "backward_stage", "output_grad");
+    dx = std::move(output_grad);
   }
-  h.logits = OwnedTensor();
-  OwnedTensor dx(*alloc_, {N, D}, dtype_, MemCategory::activation);  // [N, D]
-  ops::rmsnorm_backward_input(*dh, h.x_last, params_.param(final_norm_), *h.rstd, *dx);
-  hooks_.call_done(head_site, ParamPass::backward);
-  if (params_.is_trained(final_norm_)) {
-    Tensor d_final_norm = params_.grad(final_norm_);
-    ops::rmsnorm_backward_weight(*dh, h.x_last, *h.rstd, d_final_norm);
-  }
-  dh = OwnedTensor();
-  m.head.reset();
-  // A tied head's gradient is final only after the embedding's part.
-  report_trained(params_, {final_norm_, config_.tie_embeddings ? -1 : head_}, ready);
 
-  dx.view = dx->view({shape.batch, shape.seq, D});  // [B, T, D], as the stream
   dx = trunk_->backward(m.trunk, std::move(dx), split_weight_grads, ready, *alloc_);
-  if (params_.is_trained(embed_)) {
-    Tensor d_embed = params_.grad(embed_);
-    ops::embedding_backward_weight(m.tokens.view({N}), dx->view({N, D}), d_embed);
+  if (first) {
+    const int64_t N = m.tokens.numel();
+    if (params_.is_trained(embed_)) {
+      Tensor d_embed = params_.grad(embed_);
+      ops::embedding_backward_weight(m.tokens.view({N}), dx->view({N, D}), d_embed);
+    }
+    report_trained(params_, {embed_}, ready);
+    dx = OwnedTensor();
   }
-  report_trained(params_, {embed_}, ready);
-  dx = OwnedTensor();
   if (!split_weight_grads) in_flight_.erase(it);
+  return dx;
 }
 
 void LlamaModel::backward_weight(const GradsReady& ready, int micro_batch) {
@@ -312,6 +451,7 @@ void LlamaModel::backward_weight(const GradsReady& ready, int micro_batch) {
 
 void LlamaModel::logits(const Tensor& tokens, Tensor& out) {
   SDP_CHECK(alloc_, "materialize() the model before logits()");
+  check_whole("logits()");
   SDP_CHECK(tokens.ndim() == 2, "logits: tokens must be [batch, seq], got ", tokens.describe());
   const BatchShape shape{tokens.size(0), tokens.size(1)};
   const int64_t N = shape.tokens(), D = config_.dim, V = config_.vocab;
@@ -336,13 +476,16 @@ size_t LlamaModel::saved_activation_bytes(const BatchShape& shape) const {
   auto stat_bytes = [&](int64_t numel) { return alloc_->rounded(static_cast<size_t>(numel) * es); };
   size_t total = 0;
   for (const auto& block : blocks_) {
-    if (!block->runs()) continue;
-    total += bytes(N * config_.dim);  // its input, a stream entry
+    if (!block->runs() || !trunk_->in_range(block->index())) continue;
+    total += bytes(N * config_.dim);  // its input, a stream entry (a later stage's: received)
     if (!trunk_->checkpointed(block->index()))
       total += block->saved_context_bytes(shape, dtype_, *alloc_);
   }
-  // Last block output, final norm (rstd, h), logits, lse.
-  total += 2 * bytes(N * config_.dim) + 2 * stat_bytes(N) + bytes(N * config_.vocab);
+  // Last block output (a non-last stage's stage_output), and on the last
+  // stage the final norm (rstd, h), logits, lse.
+  total += bytes(N * config_.dim);
+  if (stage_.has_output_stage(config_.n_layers))
+    total += bytes(N * config_.dim) + 2 * stat_bytes(N) + bytes(N * config_.vocab);
   return total;
 }
 

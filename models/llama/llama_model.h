@@ -82,8 +82,21 @@ class LlamaModel final : public Model {
                 int micro_batch = 0) override;
   // Deferred weight gradients of every block still holding them.
   void backward_weight(const GradsReady& ready = {}, int micro_batch = 0) override;
-  // Inference forward: logits [B, T, V]; saves nothing.
+  // Inference forward: logits [B, T, V]; saves nothing. Whole span only.
   void logits(const Tensor& tokens, Tensor& out);
+
+  // Pipeline stages (model.h). A stage that starts after block 0 receives
+  // the residual stream [B, T, D] instead of embedding tokens; one that
+  // ends before the last block stops there and hands on its last stream
+  // entry. A tied embedding keeps the model whole (it is read at both ends).
+  void set_stage(const StageSpan& span) override;
+  const StageSpan& stage() const override { return stage_; }
+  std::vector<int64_t> stage_input_shape(const Tensor& tokens, int first_block) const override;
+  double forward_stage(const Tensor& tokens, const Tensor& targets, OwnedTensor received,
+                       int micro_batch) override;
+  const Tensor& stage_output(int micro_batch) const override;
+  OwnedTensor backward_stage(OwnedTensor output_grad, double loss_scale, bool split_weight_grads,
+                             const GradsReady& ready, int micro_batch) override;
 
   // Sites (model.h): 0 embedding, 1 + b block b, L + 1 final norm and head.
   int site_count() const override { return config_.n_layers + 2; }
@@ -115,6 +128,16 @@ class LlamaModel final : public Model {
   // Embedding and blocks (through the trunk); returns the trunk's output
   // [N, D] (a view of its last stream entry).
   Tensor run_trunk(const Tensor& tokens, const BatchShape& shape, bool train, TrunkContext& trunk);
+  // The stage's forward: embedding (first stage) or `received` as the
+  // trunk's input, the span's blocks, then head and loss (last stage).
+  // forward() is this with the whole span and nothing received.
+  double run_stage(const Tensor& tokens, const Tensor& targets, OwnedTensor received, bool train,
+                   int micro_batch);
+  // Head backward (last stage) or `output_grad`, blocks, embedding gradient
+  // (first stage); returns the trunk input's gradient on a non-first stage.
+  OwnedTensor run_stage_backward(OwnedTensor output_grad, double loss_scale, bool split_weight_grads,
+                                 const GradsReady& ready, int micro_batch);
+  void check_whole(const char* call) const;
   void check_site(int site) const;
 
   void declare_parameters();
@@ -131,6 +154,7 @@ class LlamaModel final : public Model {
   Allocator* alloc_ = nullptr;
   DType dtype_ = DType::f32;
 
+  StageSpan stage_;
   std::map<int, MicroBatch> in_flight_;
   int64_t valid_targets_ = 0;
 };

@@ -48,12 +48,25 @@ std::vector<Component> ResNetModel::component_specs(const ResNetConfig& config,
                                                     const ModelLayout& layout) {
   config.validate();
   std::vector<Component> out;
-  out.push_back({"shared", ComponentKind::shared, -1, 0, {}, 0, -1});
   const auto sites = block_sites(config);
   const int L = static_cast<int>(sites.size());
-  if (layout.granularity == Granularity::block) {
+  const bool neuron = layout.granularity == Granularity::neuron;
+  if (layout.split_shared) {
+    // One shared component per site that reads shared parameters: the stem,
+    // each block with a downsampling shortcut (at neuron granularity every
+    // block, for its bn2), the classifier.
+    out.push_back({"shared.input", ComponentKind::shared, -1, 0, {}, 0, -1, 0});
     for (int b = 0; b < L; ++b)
-      out.push_back({"block." + std::to_string(b), ComponentKind::block, b, 0, {}, 0, -1});
+      if (neuron || needs_projection(sites[static_cast<size_t>(b)].shape))
+        out.push_back({"shared.block." + std::to_string(b), ComponentKind::shared, b, 0, {}, 0, -1,
+                       1 + b});
+    out.push_back({"shared.output", ComponentKind::shared, -1, 0, {}, 0, -1, L + 1});
+  } else {
+    out.push_back({"shared", ComponentKind::shared, -1, 0, {}, 0, -1, -1});
+  }
+  if (!neuron) {
+    for (int b = 0; b < L; ++b)
+      out.push_back({"block." + std::to_string(b), ComponentKind::block, b, 0, {}, 0, -1, 1 + b});
     return out;
   }
   const int G = layout.channel_groups;
@@ -67,7 +80,7 @@ std::vector<Component> ResNetModel::component_specs(const ResNetConfig& config,
   for (int g = 0; g < G; ++g)
     for (int b = 0; b < L; ++b)
       out.push_back({"block." + std::to_string(b) + ".channels." + std::to_string(g),
-                     ComponentKind::channel_group, b, g, {}, 0, -1});
+                     ComponentKind::channel_group, b, g, {}, 0, -1, 1 + b});
   return out;
 }
 
@@ -107,14 +120,20 @@ void ResNetModel::declare_parameters() {
     };
     switch (comp.kind) {
       case ComponentKind::shared: {
-        stem_conv_ = params_.declare("conv1.weight", {c.widths[0], c.in_channels, 3, 3}, g,
-                                     InitKind::normal, conv_std(c.widths[0], 3));
-        collect({stem_conv_});
-        stem_bn_ = declare_bn("bn1.", c.widths[0], g);
-        collect_bn(stem_bn_);
+        // The unsplit shared component (site -1) holds what every site
+        // reads; a split one (ModelLayout::split_shared) its own site's.
+        auto serves = [&](int site) { return comp.site < 0 || comp.site == site; };
+        const int output_site = static_cast<int>(sites.size()) + 1;
+        if (serves(0)) {
+          stem_conv_ = params_.declare("conv1.weight", {c.widths[0], c.in_channels, 3, 3}, g,
+                                       InitKind::normal, conv_std(c.widths[0], 3));
+          collect({stem_conv_});
+          stem_bn_ = declare_bn("bn1.", c.widths[0], g);
+          collect_bn(stem_bn_);
+        }
         for (size_t b = 0; b < sites.size(); ++b) {
           const BlockSite& s = sites[b];
-          if (!needs_projection(s.shape)) continue;
+          if (!needs_projection(s.shape) || !serves(1 + static_cast<int>(b))) continue;
           const int64_t out = s.shape.out_channels;
           blocks[b].shortcut_conv =
               params_.declare(s.prefix + "downsample.0.weight", {out, s.shape.in_channels, 1, 1},
@@ -125,13 +144,16 @@ void ResNetModel::declare_parameters() {
         }
         // PyTorch's Linear draws U(-1/sqrt(in), 1/sqrt(in)); a normal of the
         // same variance.
-        fc_weight_ = params_.declare("fc.weight", {c.num_classes, last}, g, InitKind::normal,
-                                     1.0 / std::sqrt(3.0 * static_cast<double>(last)));
-        fc_bias_ = params_.declare("fc.bias", {c.num_classes}, g, InitKind::zeros);
-        collect({fc_weight_, fc_bias_});
+        if (serves(output_site)) {
+          fc_weight_ = params_.declare("fc.weight", {c.num_classes, last}, g, InitKind::normal,
+                                       1.0 / std::sqrt(3.0 * static_cast<double>(last)));
+          fc_bias_ = params_.declare("fc.bias", {c.num_classes}, g, InitKind::zeros);
+          collect({fc_weight_, fc_bias_});
+        }
         if (!neuron) break;
         // bn2 normalizes the sum of every channel group's contribution.
         for (size_t b = 0; b < sites.size(); ++b) {
+          if (!serves(1 + static_cast<int>(b))) continue;
           blocks[b].bn2 = declare_bn(sites[b].prefix + "bn2.", sites[b].shape.out_channels, g);
           collect_bn(blocks[b].bn2);
         }
@@ -245,28 +267,110 @@ Tensor ResNetModel::run_trunk(const Tensor& images, bool train, MicroBatch& m) {
   return trunk_->forward(m.trunk, std::move(h), train, /*keep_input=*/train, alloc);
 }
 
+void ResNetModel::set_stage(const StageSpan& span) {
+  const int L = static_cast<int>(blocks_.size());
+  if (span.first_block < 0 || span.first_block >= L || span.end(L) <= span.first_block ||
+      span.end(L) > L)
+    fail("set_stage: blocks ", span.first_block, " .. ", span.end(L) - 1, " are not a stage of model ",
+         config_.name, " (valid: a non-empty range of blocks 0 .. ", L - 1, ")");
+  if (!in_flight_.empty())
+    fail("set_stage: ", in_flight_.size(), " micro-batch(es) of model ", config_.name,
+         " are between forward and backward; finish them before changing the stage");
+  stage_ = span;
+  trunk_->set_block_range(span.first_block, span.end(L));
+}
+
+void ResNetModel::check_whole(const char* call) const {
+  const int L = static_cast<int>(blocks_.size());
+  if (stage_.whole(L)) return;
+  fail(call, " of model ", config_.name, " needs the whole model, but it is set to the pipeline ",
+       "stage ", stage_.describe(L), " (use forward_stage / backward_stage; evaluation of a ",
+       "partial stage is not supported)");
+}
+
+std::vector<int64_t> ResNetModel::stage_input_shape(const Tensor& images, int first_block) const {
+  const int L = static_cast<int>(blocks_.size());
+  if (first_block <= 0 || first_block >= L)
+    fail("stage_input_shape: block ", first_block, " of model ", config_.name,
+         " does not start a later stage (valid: 1 .. ", L - 1, ")");
+  if (images.ndim() != 4)
+    fail("stage_input_shape: images must be [batch, channels, height, width], got ",
+         images.describe());
+  int64_t H = images.size(2), W = images.size(3);  // the stem keeps the resolution
+  for (int b = 0; b < first_block; ++b) {
+    // Each block's first convolution (3x3, padding 1) sets its output size.
+    const Conv2dGeometry conv1{3, blocks_[static_cast<size_t>(b)]->shape().stride, 1};
+    H = conv1.out_size(H);
+    W = conv1.out_size(W);
+  }
+  return {images.size(0), blocks_[static_cast<size_t>(first_block)]->shape().in_channels, H, W};
+}
+
 double ResNetModel::forward(const Tensor& images, const Tensor& labels, bool keep_for_backward,
                             int micro_batch) {
+  check_whole(keep_for_backward ? "forward()" : "forward(keep_for_backward = false)");
+  return run_stage(images, labels, OwnedTensor(), keep_for_backward, micro_batch);
+}
+
+double ResNetModel::forward_stage(const Tensor& images, const Tensor& labels, OwnedTensor received,
+                                  int micro_batch) {
+  return run_stage(images, labels, std::move(received), true, micro_batch);
+}
+
+double ResNetModel::run_stage(const Tensor& images, const Tensor& labels, OwnedTensor received,
+                              bool train, int micro_batch) {
   SDP_CHECK(alloc_, "materialize() the model before forward()");
-  if (images.ndim() != 4 || images.size(1) != config_.in_channels)
-    fail("forward: images must be [batch, ", config_.in_channels, ", height, width], got ",
-         images.describe());
-  expect_dtype(images, dtype_, "forward", "images");
-  expect_shape(labels, {images.size(0)}, "forward", "labels");
-  expect_dtype(labels, DType::i32, "forward", "labels");
-  const int64_t B = images.size(0), C = config_.widths[3], K = config_.num_classes;
+  const int L = static_cast<int>(blocks_.size());
+  const bool first = stage_.has_input_stage(), last = stage_.has_output_stage(L);
+  int64_t B = 0;
+  if (first) {
+    SDP_CHECK(!received, "forward: the first stage runs the stem on its images and receives ",
+              "nothing, got ", received->describe());
+    if (images.ndim() != 4 || images.size(1) != config_.in_channels)
+      fail("forward: images must be [batch, ", config_.in_channels, ", height, width], got ",
+           images.describe());
+    expect_dtype(images, dtype_, "forward", "images");
+    B = images.size(0);
+  } else {
+    const int64_t C = blocks_[static_cast<size_t>(stage_.first_block)]->shape().in_channels;
+    SDP_CHECK(received, "forward_stage: stage ", stage_.describe(L), " of model ", config_.name,
+              " needs the previous stage's output [batch, ", C, ", height, width]");
+    if (received->ndim() != 4 || received->size(1) != C)
+      fail("forward_stage: the received activation must be [batch, ", C,
+           ", height, width], got ", received->describe());
+    expect_dtype(*received, dtype_, "forward_stage", "received");
+    B = received->size(0);
+  }
+  if (last) {
+    expect_shape(labels, {B}, "forward", "labels");
+    expect_dtype(labels, DType::i32, "forward", "labels");
+  }
+  const int64_t C = config_.widths[3], K = config_.num_classes;
   const DType st = accum_dtype(dtype_);
   // A new training forward of a micro-batch replaces what it kept before.
-  if (keep_for_backward) in_flight_.erase(micro_batch);
+  if (train) in_flight_.erase(micro_batch);
 
   MicroBatch m;
-  const Tensor last = run_trunk(images, keep_for_backward, m);  // [B, C, h, w]
+  Tensor last_entry;  // [B, C, h, w], the trunk's output
+  if (first) {
+    last_entry = run_trunk(images, train, m);
+  } else {
+    // The received stream is the trunk's input: kept until its first
+    // block's backward (its ReLU needs no stem here).
+    last_entry = trunk_->forward(m.trunk, std::move(received), train, /*keep_input=*/false, *alloc_);
+  }
+  if (!last) {
+    // Non-last stages are training stages only (check_whole refuses evaluation).
+    in_flight_.emplace(micro_batch, std::move(m));
+    return 0;
+  }
+
   HeadSaved hs;
   hs.labels = labels;
   const int head_site = site_count() - 1;
   hooks_.call_needed(head_site, ParamPass::forward);
   hs.pooled = OwnedTensor(*alloc_, {B, C}, dtype_, kSaved);
-  ops::global_avg_pool_forward(last, *hs.pooled);
+  ops::global_avg_pool_forward(last_entry, *hs.pooled);
   hs.logits = OwnedTensor(*alloc_, {B, K}, dtype_, kSaved);
   ops::linear_forward(*hs.pooled, params_.param(fc_weight_), *hs.logits);
   ops::bias_add_forward(*hs.logits, params_.param(fc_bias_));
@@ -276,18 +380,29 @@ double ResNetModel::forward(const Tensor& images, const Tensor& labels, bool kee
   ops::cross_entropy_forward(*hs.logits, labels, *losses, *hs.lse);
 
   double total = 0;
-  if (images.device() == Device::meta) {
+  if (labels.device() == Device::meta) {
     total = std::numeric_limits<double>::quiet_NaN();
     valid_targets_ = B;
   } else {
     valid_targets_ = ops::count_nonnegative(labels);
     total = ops::sum(*losses);
   }
-  if (keep_for_backward) {
+  if (train) {
     m.head = std::move(hs);
     in_flight_.emplace(micro_batch, std::move(m));
   }
   return total;
+}
+
+const Tensor& ResNetModel::stage_output(int micro_batch) const {
+  const int L = static_cast<int>(blocks_.size());
+  if (stage_.has_output_stage(L))
+    fail("stage_output: stage ", stage_.describe(L), " of model ", config_.name,
+         " ends in the loss and hands nothing on");
+  auto it = in_flight_.find(micro_batch);
+  SDP_CHECK(it != in_flight_.end() && !it->second.trunk.backward_started, "stage_output of micro-batch ",
+            micro_batch, " without its stage forward (or after its backward)");
+  return it->second.trunk.output();
 }
 
 void ResNetModel::report(const std::vector<int>& ids, const GradsReady& ready) const {
@@ -300,54 +415,82 @@ void ResNetModel::report(const std::vector<int>& ids, const GradsReady& ready) c
 
 void ResNetModel::backward(double loss_scale, bool split_weight_grads, const GradsReady& ready,
                            int micro_batch) {
+  check_whole("backward()");
+  run_stage_backward(OwnedTensor(), loss_scale, split_weight_grads, ready, micro_batch);
+}
+
+OwnedTensor ResNetModel::backward_stage(OwnedTensor output_grad, double loss_scale,
+                                        bool split_weight_grads, const GradsReady& ready,
+                                        int micro_batch) {
+  return run_stage_backward(std::move(output_grad), loss_scale, split_weight_grads, ready,
+                            micro_batch);
+}
+
+OwnedTensor ResNetModel::run_stage_backward(OwnedTensor output_grad, double loss_scale,
+                                            bool split_weight_grads, const GradsReady& ready,
+                                            int micro_batch) {
   auto it = in_flight_.find(micro_batch);
-  SDP_CHECK(it != in_flight_.end() && it->second.head && it->second.stem, "backward() of micro-batch ",
+  SDP_CHECK(it != in_flight_.end() && !it->second.trunk.backward_started, "backward() of micro-batch ",
             micro_batch, " without a preceding training forward() of it");
   SDP_CHECK(params_.has_grads(), "backward() needs allocated gradients (allocate_grads())");
   Allocator& alloc = *alloc_;
   MicroBatch& m = it->second;
-  HeadSaved& h = *m.head;
-  const int head_site = site_count() - 1;
-
-  // The logits' storage becomes their gradient.
-  ops::cross_entropy_backward_input(*h.logits, h.labels, *h.lse, loss_scale, *h.logits);
-  hooks_.call_needed(head_site, ParamPass::backward);
-  OwnedTensor dpooled(alloc, h.pooled->shape(), dtype_, kSaved);  // [B, C]
-  ops::linear_backward_input(*h.logits, params_.param(fc_weight_), *dpooled);
-  hooks_.call_done(head_site, ParamPass::backward);
-  if (params_.is_trained(fc_weight_)) {
-    Tensor dw = params_.grad(fc_weight_), db = params_.grad(fc_bias_);
-    ops::linear_backward_weight(*h.logits, *h.pooled, dw);
-    ops::bias_backward_weight(*h.logits, db);
+  const int L = static_cast<int>(blocks_.size());
+  const bool first = stage_.has_input_stage(), last = stage_.has_output_stage(L);
+  OwnedTensor dh;  // [B, C, h, w], the gradient of the trunk's output entry
+  if (last) {
+    SDP_CHECK(!output_grad, "backward_stage: the last stage starts from its loss; got an output ",
+              "gradient ", output_grad->describe());
+    HeadSaved& h = *m.head;
+    const int head_site = site_count() - 1;
+    // The logits' storage becomes their gradient.
+    ops::cross_entropy_backward_input(*h.logits, h.labels, *h.lse, loss_scale, *h.logits);
+    hooks_.call_needed(head_site, ParamPass::backward);
+    OwnedTensor dpooled(alloc, h.pooled->shape(), dtype_, kSaved);  // [B, C]
+    ops::linear_backward_input(*h.logits, params_.param(fc_weight_), *dpooled);
+    hooks_.call_done(head_site, ParamPass::backward);
+    if (params_.is_trained(fc_weight_)) {
+      Tensor dw = params_.grad(fc_weight_), db = params_.grad(fc_bias_);
+      ops::linear_backward_weight(*h.logits, *h.pooled, dw);
+      ops::bias_backward_weight(*h.logits, db);
+    }
+    report({fc_weight_, fc_bias_}, ready);
+    m.head.reset();
+    dh = OwnedTensor(alloc, m.trunk.output().shape(), dtype_, kSaved);  // [B, C, h, w]
+    ops::global_avg_pool_backward_input(*dpooled, *dh);
+  } else {
+    SDP_CHECK(output_grad, "backward_stage: stage ", stage_.describe(L),
+              " needs the next stage's gradient of its output");
+    expect_shape(*output_grad, m.trunk.output().shape(), "backward_stage", "output_grad");
+    expect_dtype(*output_grad, dtype_, "backward_stage", "output_grad");
+    dh = std::move(output_grad);
   }
-  report({fc_weight_, fc_bias_}, ready);
-  m.head.reset();
-  OwnedTensor dh(alloc, m.trunk.output().shape(), dtype_, kSaved);  // [B, C, h, w]
-  ops::global_avg_pool_backward_input(*dpooled, *dh);
-  dpooled = OwnedTensor();
 
   dh = trunk_->backward(m.trunk, std::move(dh), split_weight_grads, ready, alloc);
 
-  // The stem: no gradient for the images, only its weights'.
-  StemSaved& stem = *m.stem;
-  ops::relu_backward_input(*dh, m.trunk.input(), *dh);
-  if (params_.is_trained(stem_bn_.weight)) {
-    Tensor dw = params_.grad(stem_bn_.weight), db = params_.grad(stem_bn_.bias);
-    ops::batchnorm_backward_weight(*dh, *stem.a, *stem.mean, *stem.invstd, dw, db);
+  if (first) {
+    // The stem: no gradient for the images, only its weights'.
+    StemSaved& stem = *m.stem;
+    ops::relu_backward_input(*dh, m.trunk.input(), *dh);
+    if (params_.is_trained(stem_bn_.weight)) {
+      Tensor dw = params_.grad(stem_bn_.weight), db = params_.grad(stem_bn_.bias);
+      ops::batchnorm_backward_weight(*dh, *stem.a, *stem.mean, *stem.invstd, dw, db);
+    }
+    if (params_.is_trained(stem_conv_)) {
+      hooks_.call_needed(0, ParamPass::backward);
+      ops::batchnorm_backward_input(*dh, *stem.a, params_.param(stem_bn_.weight), *stem.mean,
+                                    *stem.invstd, *dh);
+      hooks_.call_done(0, ParamPass::backward);
+      Tensor dw = params_.grad(stem_conv_);
+      layers::conv_backward_weight(*dh, stem.images, {3, 1, 1}, dw, alloc);
+    }
+    report({stem_conv_, stem_bn_.weight, stem_bn_.bias}, ready);
+    m.stem.reset();
+    dh = OwnedTensor();
+    trunk_->release_input(m.trunk);
   }
-  if (params_.is_trained(stem_conv_)) {
-    hooks_.call_needed(0, ParamPass::backward);
-    ops::batchnorm_backward_input(*dh, *stem.a, params_.param(stem_bn_.weight), *stem.mean,
-                                  *stem.invstd, *dh);
-    hooks_.call_done(0, ParamPass::backward);
-    Tensor dw = params_.grad(stem_conv_);
-    layers::conv_backward_weight(*dh, stem.images, {3, 1, 1}, dw, alloc);
-  }
-  report({stem_conv_, stem_bn_.weight, stem_bn_.bias}, ready);
-  m.stem.reset();
-  dh = OwnedTensor();
-  trunk_->release_input(m.trunk);
   if (!split_weight_grads) in_flight_.erase(it);
+  return dh;
 }
 
 void ResNetModel::backward_weight(const GradsReady& ready, int micro_batch) {
@@ -384,6 +527,7 @@ void ResNetModel::recalibrate_statistics(const BatchFeed& next) {
 
 void ResNetModel::logits(const Tensor& images, Tensor& out) {
   SDP_CHECK(alloc_, "materialize() the model before logits()");
+  check_whole("logits()");
   const int64_t B = images.size(0), C = config_.widths[3], K = config_.num_classes;
   expect_shape(out, {B, K}, "logits", "out");
   MicroBatch m;

@@ -69,8 +69,22 @@ class ResNetModel final : public Model {
   void backward_weight(const GradsReady& ready = {}, int micro_batch = 0) override;
   bool has_batch_statistics() const override { return true; }
   void recalibrate_statistics(const BatchFeed& next) override;
-  // Class scores [B, num_classes] of an evaluation forward.
+  // Class scores [B, num_classes] of an evaluation forward. Whole span only.
   void logits(const Tensor& images, Tensor& out);
+
+  // Pipeline stages (model.h). A stage that starts after block 0 receives
+  // its first block's input [B, C, H, W] instead of running the stem; one
+  // that ends before the last block stops there and hands on its last
+  // stream entry. Each stage's BatchNorms normalize with the micro-batch's
+  // own statistics, as the whole model does.
+  void set_stage(const StageSpan& span) override;
+  const StageSpan& stage() const override { return stage_; }
+  std::vector<int64_t> stage_input_shape(const Tensor& images, int first_block) const override;
+  double forward_stage(const Tensor& images, const Tensor& labels, OwnedTensor received,
+                       int micro_batch) override;
+  const Tensor& stage_output(int micro_batch) const override;
+  OwnedTensor backward_stage(OwnedTensor output_grad, double loss_scale, bool split_weight_grads,
+                             const GradsReady& ready, int micro_batch) override;
 
   // Sites (model.h): 0 the stem, 1 + b block b, L + 1 pooling and classifier.
   int site_count() const override { return static_cast<int>(blocks_.size()) + 2; }
@@ -109,6 +123,16 @@ class ResNetModel final : public Model {
   // The trunk: stem and blocks; returns the last block's output. Training
   // keeps the stem's context and every stage of the residual stream in `m`.
   Tensor run_trunk(const Tensor& images, bool train, MicroBatch& m);
+  // The stage's forward: stem (first stage) or `received` as the trunk's
+  // input, the span's blocks, then head and loss (last stage). forward()
+  // is this with the whole span and nothing received.
+  double run_stage(const Tensor& images, const Tensor& labels, OwnedTensor received, bool train,
+                   int micro_batch);
+  // Head backward (last stage) or `output_grad`, blocks, stem (first
+  // stage); returns the trunk input's gradient on a non-first stage.
+  OwnedTensor run_stage_backward(OwnedTensor output_grad, double loss_scale, bool split_weight_grads,
+                                 const GradsReady& ready, int micro_batch);
+  void check_whole(const char* call) const;
   void report(const std::vector<int>& ids, const GradsReady& ready) const;
   void check_site(int site) const;
 
@@ -125,6 +149,7 @@ class ResNetModel final : public Model {
   Allocator* alloc_ = nullptr;
   DType dtype_ = DType::f32;
 
+  StageSpan stage_;
   std::map<int, MicroBatch> in_flight_;
   int64_t valid_targets_ = 0;
 };
