@@ -2,7 +2,9 @@
 // simulator's timings against closed forms, and the JSON round trip.
 #include <catch2/catch.hpp>
 
+#include <algorithm>
 #include <string>
+#include <vector>
 
 #include "engine/core/error.h"
 #include "engine/pipeline/schedule.h"
@@ -65,16 +67,48 @@ TEST_CASE("pipeline: peak live activations, 1f1b P - s and gpipe M", "[pipeline]
   }
 }
 
-TEST_CASE("pipeline: zb-h1 has 1f1b's peak and a smaller bubble", "[pipeline]") {
+// Most micro-batches between their F and their I at once on one stage
+// (list order is time order on a stage).
+int peak_before_input_grad(const std::vector<Action>& actions) {
+  int in_flight = 0, peak = 0;
+  for (const Action& a : actions) {
+    if (a.kind == ActionKind::forward) peak = std::max(peak, ++in_flight);
+    if (a.kind == ActionKind::input_grad || a.kind == ActionKind::backward) --in_flight;
+  }
+  return peak;
+}
+
+// The published ZB-H1 bubble (P-1)(F + I - W) = P - 1 at F = I = W = 1,
+// against 1F1B's (P-1)(F + I + W) = 3(P - 1): the step is 3M + (P - 1).
+TEST_CASE("pipeline: zb-h1's bubble is a third of 1f1b's at 1f1b's in-flight peak",
+          "[pipeline]") {
   for (int P : {2, 4, 8})
-    for (int M : {8, 16, 32}) {
+    for (int M : {P, 2 * P, 3 * P}) {
       INFO("P=" << P << " M=" << M);
-      const SimulationResult zb = simulate(make_schedule("zb-h1", P, M));
+      const Schedule zb_schedule = make_schedule("zb-h1", P, M);
+      const SimulationResult zb = simulate(zb_schedule);
       const SimulationResult one = simulate(make_schedule("1f1b", P, M));
-      REQUIRE(zb.peak_live_activations == one.peak_live_activations);
-      REQUIRE(zb.makespan < one.makespan);
-      for (int s = 0; s < P; ++s) REQUIRE(zb.bubble_fraction[s] < one.bubble_fraction[s]);
+      REQUIRE(zb.makespan == Approx(3.0 * M + (P - 1)).epsilon(1e-12));
+      REQUIRE(one.makespan == Approx(3.0 * (M + P - 1)).epsilon(1e-12));
+      // Every stage computes 3M, so the idle time per stage is the
+      // makespan minus 3M: P - 1 against 3(P - 1).
+      REQUIRE(zb.makespan - 3.0 * M == Approx((one.makespan - 3.0 * M) / 3.0).epsilon(1e-12));
+      for (int s = 0; s < P; ++s) {
+        INFO("stage " << s);
+        REQUIRE(peak_before_input_grad(zb_schedule.stages[s]) <= P - s);
+        REQUIRE(peak_before_input_grad(zb_schedule.stages[s]) ==
+                peak_before_input_grad(make_schedule("1f1b", P, M).stages[s]));
+      }
     }
+}
+
+// The shape: 1F1B's F/I order (warm-up of P-1-s forwards, then F and I in
+// turn), W only where stage 0 would wait for a gradient, the rest at the end.
+TEST_CASE("pipeline: zb-h1's order on a 2-stage pipeline", "[pipeline]") {
+  const Schedule s = make_schedule("zb-h1", 2, 3);
+  REQUIRE(to_json(s)["stages"] ==
+          nlohmann::json::parse(R"([["F0","F1","I0","F2","I1","W0","I2","W1","W2"],
+                                    ["F0","I0","F1","I1","F2","I2","W0","W1","W2"]])"));
 }
 
 TEST_CASE("pipeline: 2bp schedules have smaller bubbles than their base", "[pipeline]") {
@@ -153,4 +187,180 @@ TEST_CASE("pipeline: JSON round trip", "[pipeline]") {
   }
   // Without "microbatches" the count is inferred from the largest micro-batch.
   REQUIRE(parse(R"({"stages": [["F0","F1","B0","B1"]]})").microbatches == 2);
+}
+
+TEST_CASE("pipeline: action text of every kind round-trips", "[pipeline]") {
+  for (ActionKind kind : {ActionKind::forward, ActionKind::backward, ActionKind::input_grad,
+                          ActionKind::weight_grad, ActionKind::send_activation,
+                          ActionKind::recv_activation, ActionKind::send_grad,
+                          ActionKind::recv_grad})
+    for (int mb : {0, 7, 1234}) {
+      const Action a{kind, mb};
+      REQUIRE(parse_action(to_string(a)) == a);
+    }
+  REQUIRE(to_string({ActionKind::send_activation, 3}) == "SEND_F3");
+  REQUIRE(to_string({ActionKind::recv_activation, 3}) == "RECV_F3");
+  REQUIRE(to_string({ActionKind::send_grad, 3}) == "SEND_B3");
+  REQUIRE(to_string({ActionKind::recv_grad, 3}) == "RECV_B3");
+  for (const std::string bad : {"SEND_X0", "RECV_F", "send_f0", "SEND_F-1", "SENDF0", "F"})
+    REQUIRE_THROWS_WITH(parse_action(bad), Catch::Contains("\"" + bad + "\"") &&
+                                               Catch::Contains("SEND_F<mb>, RECV_F<mb>"));
+}
+
+TEST_CASE("pipeline: with_communication lowers every schedule to a valid explicit form",
+          "[pipeline]") {
+  sdp::testing::TempDir dir;
+  for (const auto& name : schedule_names())
+    for (int P : {1, 2, 4})
+      for (int M : {1, 3, 8}) {
+        INFO(name << " P=" << P << " M=" << M);
+        const Schedule implicit_form = make_schedule(name, P, M);
+        const Schedule lowered = with_communication(implicit_form);
+        REQUIRE_NOTHROW(validate(lowered));
+        REQUIRE(lists_communication(lowered) == (P > 1));
+        // Each stage: 5 actions per micro-batch minus the sends and receives
+        // an end stage has no neighbour for (two each on stage 0 and P - 1).
+        for (int s = 0; s < P; ++s) {
+          std::vector<Action> compute;
+          for (const Action& a : lowered.stages[s])
+            if (!is_communication(a.kind)) compute.push_back(a);
+          REQUIRE(compute == implicit_form.stages[s]);
+          const size_t sends_and_recvs = lowered.stages[s].size() - compute.size();
+          REQUIRE(sends_and_recvs == static_cast<size_t>(M) * (4 - 2 * (s == 0) - 2 * (s == P - 1)));
+        }
+        REQUIRE(with_communication(lowered).stages == lowered.stages);  // explicit stays as given
+        const std::string path = (dir.path() / "explicit.json").string();
+        save_schedule(lowered, path);
+        const Schedule back = load_schedule(path);
+        REQUIRE(back.microbatches == M);
+        REQUIRE(back.stages == lowered.stages);
+        REQUIRE_NOTHROW(validate(back));
+      }
+  // The places, on the middle stage of three.
+  const Schedule s = with_communication(make_schedule("1f1b", 3, 2));
+  REQUIRE(to_json(s)["stages"][1] ==
+          nlohmann::json::parse(R"(["RECV_F0","F0","SEND_F0","RECV_F1","F1","SEND_F1",
+                                    "RECV_B0","B0","SEND_B0","RECV_B1","B1","SEND_B1"])"));
+}
+
+TEST_CASE("pipeline: explicit-form dependencies", "[pipeline]") {
+  const Schedule s = with_communication(make_schedule("1f1b-2bp", 3, 2));
+  auto deps = [&](int stage, const std::string& action) {
+    std::vector<std::string> out;  // "A@stage" and "+hop" when cross-stage
+    for (const Dependency& d : dependencies(s, stage, parse_action(action)))
+      out.push_back(to_string(d.action) + "@" + std::to_string(d.stage) +
+                    (d.cross_stage ? "+hop" : ""));
+    return out;
+  };
+  using V = std::vector<std::string>;
+  REQUIRE(deps(0, "F0") == V{});
+  REQUIRE(deps(1, "F0") == V{"RECV_F0@1"});
+  REQUIRE(deps(1, "RECV_F0") == V{"SEND_F0@0+hop"});
+  REQUIRE(deps(1, "SEND_F0") == V{"F0@1"});
+  REQUIRE(deps(1, "I0") == V{"F0@1", "RECV_B0@1"});
+  REQUIRE(deps(2, "I0") == V{"F0@2"});
+  REQUIRE(deps(1, "RECV_B0") == V{"SEND_B0@2+hop"});
+  REQUIRE(deps(1, "SEND_B0") == V{"I0@1"});
+  REQUIRE(deps(1, "W0") == V{"I0@1"});
+  // The implicit form keeps its neighbour dependencies.
+  const Schedule implicit_form = make_schedule("1f1b-2bp", 3, 2);
+  REQUIRE(dependencies(implicit_form, 1, parse_action("F0")).at(0).stage == 0);
+  REQUIRE(dependencies(implicit_form, 1, parse_action("F0")).at(0).cross_stage);
+}
+
+TEST_CASE("pipeline: the validator refuses broken explicit schedules", "[pipeline]") {
+  // The valid base: with_communication(1f1b, 2 stages, 1 micro-batch).
+  REQUIRE_NOTHROW(validate(parse(
+      R"({"stages": [["F0","SEND_F0","RECV_B0","B0"], ["RECV_F0","F0","B0","SEND_B0"]]})")));
+  SECTION("a missing SEND_F") {
+    REQUIRE_THROWS_WITH(
+        validate(parse(R"({"stages": [["F0","RECV_B0","B0"], ["RECV_F0","F0","B0","SEND_B0"]]})")),
+        Catch::Contains("stage 0 has no SEND_F0 (stage 1's RECV_F0 waits for it)"));
+  }
+  SECTION("a missing RECV_B") {
+    REQUIRE_THROWS_WITH(
+        validate(parse(R"({"stages": [["F0","SEND_F0","B0"], ["RECV_F0","F0","B0","SEND_B0"]]})")),
+        Catch::Contains("stage 0 has no RECV_B0"));
+  }
+  SECTION("a receive that no stage sends") {
+    REQUIRE_THROWS_WITH(
+        validate(parse(R"({"stages": [["RECV_F0","F0","SEND_F0","RECV_B0","B0"],
+                                      ["RECV_F0","F0","B0","SEND_B0"]]})")),
+        Catch::Contains("stage 0 action 0 (RECV_F0): the first stage receives no activations") &&
+            Catch::Contains("a receive without its send"));
+    REQUIRE_THROWS_WITH(
+        validate(parse(R"({"stages": [["F0","SEND_F0","RECV_B0","B0"],
+                                      ["RECV_F0","F0","RECV_B0","B0","SEND_B0"]]})")),
+        Catch::Contains("stage 1 action 2 (RECV_B0): the last stage receives no gradients"));
+  }
+  SECTION("a send the stage cannot make") {
+    REQUIRE_THROWS_WITH(
+        validate(parse(R"({"stages": [["F0","SEND_F0","RECV_B0","B0"],
+                                      ["RECV_F0","F0","SEND_F0","B0","SEND_B0"]]})")),
+        Catch::Contains("stage 1 action 2 (SEND_F0): the last stage has no next stage"));
+  }
+  SECTION("a duplicated send") {
+    REQUIRE_THROWS_WITH(
+        validate(parse(R"({"stages": [["F0","SEND_F0","SEND_F0","RECV_B0","B0"],
+                                      ["RECV_F0","F0","B0","SEND_B0"]]})")),
+        Catch::Contains("stage 0 action 2 (SEND_F0): repeats action 1"));
+  }
+  SECTION("a send before what it sends, a receive after what reads it") {
+    REQUIRE_THROWS_WITH(
+        validate(parse(R"({"stages": [["SEND_F0","F0","RECV_B0","B0"], ["RECV_F0","F0","B0","SEND_B0"]]})")),
+        Catch::Contains("stage 0 action 0 (SEND_F0): runs before F0 (action 1) on the same stage "
+                        "(it sends the activation F computes)"));
+    REQUIRE_THROWS_WITH(
+        validate(parse(R"({"stages": [["F0","SEND_F0","RECV_B0","B0"], ["F0","RECV_F0","B0","SEND_B0"]]})")),
+        Catch::Contains("stage 1 action 0 (F0): runs before RECV_F0 (action 1) on the same stage"));
+    REQUIRE_THROWS_WITH(
+        validate(parse(R"({"stages": [["F0","SEND_F0","B0","RECV_B0"], ["RECV_F0","F0","B0","SEND_B0"]]})")),
+        Catch::Contains("stage 0 action 2 (B0): runs before RECV_B0 (action 3) on the same stage "
+                        "(the backward needs the output gradient RECV_B receives)"));
+    REQUIRE_THROWS_WITH(
+        validate(parse(R"({"stages": [["F0","SEND_F0","RECV_B0","B0"], ["RECV_F0","F0","SEND_B0","B0"]]})")),
+        Catch::Contains("stage 1 action 2 (SEND_B0): runs before B0 (action 3) on the same stage"));
+  }
+  SECTION("a cycle of receives before the sends that answer them") {
+    // Stage 0 waits for micro-batch 0's gradient before sending its activation.
+    REQUIRE_THROWS_WITH(
+        validate(parse(R"({"stages": [["F0","RECV_B0","SEND_F0","B0"], ["RECV_F0","F0","B0","SEND_B0"]]})")),
+        Catch::Contains("deadlocks") &&
+            Catch::Contains("stage 0 action 1 (RECV_B0) waits for SEND_B0 on stage 1") &&
+            Catch::Contains("stage 1 action 0 (RECV_F0) waits for SEND_F0 on stage 0"));
+  }
+  SECTION("two stages sending to each other before receiving do not deadlock") {
+    // Stage 1 sends B0's gradient while stage 0 still has F1's activation in
+    // flight: sends never wait for their receiver.
+    REQUIRE_NOTHROW(validate(parse(R"({"stages": [
+        ["F0","SEND_F0","F1","SEND_F1","RECV_B0","B0","RECV_B1","B1"],
+        ["RECV_F0","F0","B0","SEND_B0","RECV_F1","F1","B1","SEND_B1"]]})")));
+  }
+  SECTION("the compute checks hold in the explicit form too") {
+    const Schedule split = with_communication(make_schedule("1f1b-2bp", 2, 2));
+    Schedule no_w = split;
+    no_w.stages[1].pop_back();  // W1
+    REQUIRE_THROWS_WITH(validate(no_w), Catch::Contains("stage 1 has I1 but no W1"));
+    Schedule w_first = split;
+    auto& last = w_first.stages[1];
+    std::rotate(last.begin(), last.end() - 1, last.end());  // W1 first
+    REQUIRE_THROWS_WITH(validate(w_first), Catch::Contains("stage 1 action 0 (W1): runs before I1"));
+    Schedule twice = split;
+    twice.stages[0].insert(twice.stages[0].begin(), Action{ActionKind::forward, 0});
+    REQUIRE_THROWS_WITH(validate(twice), Catch::Contains("stage 0 action 1 (F0): repeats action 0"));
+  }
+  SECTION("mixing the forms") {
+    REQUIRE_THROWS_WITH(
+        validate(parse(R"({"stages": [["F0","SEND_F0","RECV_B0","B0"], ["F0","B0"]]})")),
+        Catch::Contains("mixes forms: stage 0 lists sends and receives, stage 1 lists none"));
+  }
+  SECTION("one stage has nothing to send or receive") {
+    REQUIRE_THROWS_WITH(validate(parse(R"({"stages": [["F0","SEND_F0","B0"]]})")),
+                        Catch::Contains("stage 0 action 1 (SEND_F0): the last stage"));
+  }
+  SECTION("unknown action text in JSON") {
+    REQUIRE_THROWS_WITH(parse(R"({"stages": [["F0","SEND_A0","B0"]]})"),
+                        Catch::Contains("pipeline action \"SEND_A0\": valid forms are") &&
+                            Catch::Contains("RECV_B<mb>"));
+  }
 }

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <fstream>
 #include <map>
+#include <string_view>
 #include <utility>
 
 #include "engine/core/error.h"
@@ -11,15 +12,27 @@ namespace sdp::pipeline {
 
 namespace {
 
-char letter(ActionKind kind) {
+// The text of a kind, before the micro-batch: "F", ..., "SEND_F", ...
+const char* prefix(ActionKind kind) {
   switch (kind) {
-    case ActionKind::forward: return 'F';
-    case ActionKind::backward: return 'B';
-    case ActionKind::input_grad: return 'I';
-    case ActionKind::weight_grad: return 'W';
+    case ActionKind::forward: return "F";
+    case ActionKind::backward: return "B";
+    case ActionKind::input_grad: return "I";
+    case ActionKind::weight_grad: return "W";
+    case ActionKind::send_activation: return "SEND_F";
+    case ActionKind::recv_activation: return "RECV_F";
+    case ActionKind::send_grad: return "SEND_B";
+    case ActionKind::recv_grad: return "RECV_B";
   }
-  return '?';
+  return "?";
 }
+
+// Every kind, longest text first, so that parsing tries "SEND_F" before "F"
+// could ever match a prefix of it.
+constexpr ActionKind kAllKinds[] = {
+    ActionKind::send_activation, ActionKind::recv_activation, ActionKind::send_grad,
+    ActionKind::recv_grad,       ActionKind::forward,         ActionKind::backward,
+    ActionKind::input_grad,      ActionKind::weight_grad};
 
 std::string where(int stage, size_t index, const Action& action) {
   return format("stage ", stage, " action ", index, " (", to_string(action), ")");
@@ -91,13 +104,15 @@ Schedule zero_bubble_h1(int P, int M) {
     for (int st = 0; st < P; ++st) {
       if (next_w[st] == M) continue;
       auto& stage = s.stages[st];
-      const int live = next_f[st] - next_w[st];
+      // In flight from F until I: after I only the weight-gradient state
+      // is left, which is what lets W wait without raising 1F1B's peak.
+      const int in_flight = next_f[st] - next_i[st];
       const int cap = P - st;
       const int i = next_i[st];
       const bool i_ready = i < M && done(f_end[st][i], t) &&
                            (st == P - 1 || done(i_end[st + 1][i], t));
       const int f = next_f[st];
-      const bool f_ready = f < M && live < cap && (st == 0 || done(f_end[st - 1][f], t));
+      const bool f_ready = f < M && in_flight < cap && (st == 0 || done(f_end[st - 1][f], t));
       // A stage runs one action at a time: its own earlier I has ended by
       // the time it is free, so every W below next_i is ready.
       if (i_ready) {
@@ -120,25 +135,45 @@ Schedule zero_bubble_h1(int P, int M) {
 }  // namespace
 
 std::string to_string(const Action& action) {
-  return format(letter(action.kind), action.microbatch);
+  return format(prefix(action.kind), action.microbatch);
+}
+
+bool is_communication(ActionKind kind) {
+  return kind == ActionKind::send_activation || kind == ActionKind::recv_activation ||
+         kind == ActionKind::send_grad || kind == ActionKind::recv_grad;
+}
+
+bool lists_communication(const std::vector<Action>& actions) {
+  return std::any_of(actions.begin(), actions.end(),
+                     [](const Action& a) { return is_communication(a.kind); });
+}
+
+bool lists_communication(const Schedule& schedule) {
+  return std::any_of(schedule.stages.begin(), schedule.stages.end(),
+                     [](const std::vector<Action>& stage) { return lists_communication(stage); });
 }
 
 Action parse_action(const std::string& text) {
   auto bad = [&]() -> Action {
     fail("pipeline action \"", text,
-         "\": valid forms are F<mb>, B<mb>, I<mb>, W<mb> with mb a non-negative integer (e.g. F0, I12)");
+         "\": valid forms are F<mb>, B<mb>, I<mb>, W<mb>, SEND_F<mb>, RECV_F<mb>, SEND_B<mb>, "
+         "RECV_B<mb> with mb a non-negative integer (e.g. F0, I12, SEND_F3)");
   };
-  if (text.size() < 2 || text.size() > 10) return bad();
   Action a;
-  switch (text[0]) {
-    case 'F': a.kind = ActionKind::forward; break;
-    case 'B': a.kind = ActionKind::backward; break;
-    case 'I': a.kind = ActionKind::input_grad; break;
-    case 'W': a.kind = ActionKind::weight_grad; break;
-    default: return bad();
+  size_t digits = std::string::npos;  // where the micro-batch starts
+  for (ActionKind kind : kAllKinds) {
+    const std::string_view p = prefix(kind);
+    if (text.compare(0, p.size(), p) == 0) {
+      a.kind = kind;
+      digits = p.size();
+      break;
+    }
   }
+  // At least one digit, at most 10 (the range check below stops overflow).
+  if (digits == std::string::npos || text.size() <= digits || text.size() - digits > 10)
+    return bad();
   long long mb = 0;
-  for (size_t k = 1; k < text.size(); ++k) {
+  for (size_t k = digits; k < text.size(); ++k) {
     if (text[k] < '0' || text[k] > '9') return bad();
     mb = mb * 10 + (text[k] - '0');
   }
@@ -172,21 +207,71 @@ Schedule make_schedule(const std::string& name, int stages, int microbatches) {
   fail("pipeline schedule \"", name, "\" is unknown (valid: ", valid, ")");
 }
 
+Schedule with_communication(const Schedule& schedule) {
+  if (lists_communication(schedule)) return schedule;
+  const int P = schedule.num_stages();
+  Schedule explicit_form{schedule.microbatches, std::vector<std::vector<Action>>(P)};
+  for (int st = 0; st < P; ++st) {
+    auto& out = explicit_form.stages[st];
+    for (const Action& a : schedule.stages[st]) {
+      const int mb = a.microbatch;
+      switch (a.kind) {
+        case ActionKind::forward:
+          if (st > 0) out.push_back({ActionKind::recv_activation, mb});
+          out.push_back(a);
+          if (st < P - 1) out.push_back({ActionKind::send_activation, mb});
+          break;
+        case ActionKind::backward:
+        case ActionKind::input_grad:
+          if (st < P - 1) out.push_back({ActionKind::recv_grad, mb});
+          out.push_back(a);
+          if (st > 0) out.push_back({ActionKind::send_grad, mb});
+          break;
+        default: out.push_back(a); break;  // W; communication was ruled out above
+      }
+    }
+  }
+  return explicit_form;
+}
+
 std::vector<Dependency> dependencies(const Schedule& schedule, int stage, const Action& action) {
   const int P = schedule.num_stages();
   const int mb = action.microbatch;
+  // The form is the stage's own: validate() refuses a schedule whose stages
+  // disagree, and looking at one stage keeps this cheap for the deadlock check.
+  const bool explicit_form = lists_communication(schedule.stages[stage]);
   std::vector<Dependency> deps;
   switch (action.kind) {
     case ActionKind::forward:
-      if (stage > 0) deps.push_back({stage - 1, {ActionKind::forward, mb}, true});
+      if (stage > 0)
+        deps.push_back(explicit_form
+                           ? Dependency{stage, {ActionKind::recv_activation, mb}, false}
+                           : Dependency{stage - 1, {ActionKind::forward, mb}, true});
       break;
     case ActionKind::backward:
     case ActionKind::input_grad:
       deps.push_back({stage, {ActionKind::forward, mb}, false});
-      if (stage < P - 1) deps.push_back({stage + 1, backward_of(schedule, stage + 1, mb), true});
+      if (stage < P - 1)
+        deps.push_back(explicit_form
+                           ? Dependency{stage, {ActionKind::recv_grad, mb}, false}
+                           : Dependency{stage + 1, backward_of(schedule, stage + 1, mb), true});
       break;
     case ActionKind::weight_grad:
       deps.push_back({stage, {ActionKind::input_grad, mb}, false});
+      break;
+    // Sends wait only for what they send (they never block on the
+    // receiver); receives wait for the matching send one hop away.
+    case ActionKind::send_activation:
+      deps.push_back({stage, {ActionKind::forward, mb}, false});
+      break;
+    case ActionKind::recv_activation:
+      if (stage > 0) deps.push_back({stage - 1, {ActionKind::send_activation, mb}, true});
+      break;
+    case ActionKind::send_grad:
+      deps.push_back({stage, backward_of(schedule, stage, mb), false});
+      break;
+    case ActionKind::recv_grad:
+      if (stage < P - 1) deps.push_back({stage + 1, {ActionKind::send_grad, mb}, true});
       break;
   }
   return deps;
@@ -194,11 +279,44 @@ std::vector<Dependency> dependencies(const Schedule& schedule, int stage, const 
 
 namespace {
 
+// Why a communication action cannot be on stage `st` of P, or "" when it can.
+std::string misplaced(ActionKind kind, int st, int P) {
+  const bool first = st == 0, last = st == P - 1;
+  if (kind == ActionKind::send_activation && last)
+    return "the last stage has no next stage to send activations to";
+  if (kind == ActionKind::recv_activation && first)
+    return "the first stage receives no activations: no stage sends them (a receive without its "
+           "send)";
+  if (kind == ActionKind::send_grad && first)
+    return "the first stage has no previous stage to send an input gradient to";
+  if (kind == ActionKind::recv_grad && last)
+    return "the last stage receives no gradients: no stage sends them (a receive without its "
+           "send)";
+  return "";
+}
+
+// Why `action` must come after `needed` on one stage (explicit form).
+const char* why_after(const Action& action, const Action& needed) {
+  switch (action.kind) {
+    case ActionKind::forward: return "F computes on the activation RECV_F receives";
+    case ActionKind::send_activation: return "it sends the activation F computes";
+    case ActionKind::send_grad: return "it sends the input gradient the backward computes";
+    case ActionKind::weight_grad: return "W needs the output gradient that I receives";
+    default:
+      return needed.kind == ActionKind::recv_grad
+                 ? "the backward needs the output gradient RECV_B receives"
+                 : "a backward needs its forward's activations";
+  }
+}
+
 // Per stage: each micro-batch's F once, and B once or I and W once each,
-// with F before B/I and I before W in the stage's own order.
-void check_stage(const Schedule& schedule, int st) {
+// with F before B/I and I before W in the stage's own order. In the
+// explicit form also each send and receive the stage's position needs,
+// once, after what it sends and before what reads what it receives.
+void check_stage(const Schedule& schedule, int st, bool explicit_form) {
   const auto& actions = schedule.stages[st];
   const int M = schedule.microbatches;
+  const int P = schedule.num_stages();
   // (kind, mb) -> first index
   std::map<std::pair<ActionKind, int>, size_t> seen;
   for (size_t k = 0; k < actions.size(); ++k) {
@@ -211,6 +329,11 @@ void check_stage(const Schedule& schedule, int st) {
       fail("pipeline schedule: ", where(st, k, a), ": repeats action ", seen[key],
            " (each action runs once per stage)");
     seen[key] = k;
+    if (is_communication(a.kind)) {
+      const std::string why = misplaced(a.kind, st, P);
+      if (!why.empty()) fail("pipeline schedule: ", where(st, k, a), ": ", why);
+      continue;
+    }
     auto has = [&](ActionKind kind) { return seen.count({kind, a.microbatch}) > 0; };
     const bool backward = a.kind == ActionKind::backward || a.kind == ActionKind::input_grad;
     if (backward && !has(ActionKind::forward))
@@ -239,6 +362,48 @@ void check_stage(const Schedule& schedule, int st) {
       fail("pipeline schedule: stage ", st, " has no backward for micro-batch ", mb,
            " (valid: B", mb, ", or I", mb, " and W", mb, ")");
   }
+  if (!explicit_form) return;
+  for (int mb = 0; mb < M; ++mb) {
+    auto has = [&](ActionKind kind) { return seen.count({kind, mb}) > 0; };
+    if (st > 0 && !has(ActionKind::recv_activation))
+      fail("pipeline schedule: stage ", st, " has no RECV_F", mb, " (F", mb,
+           " needs the activation stage ", st - 1, " sends with SEND_F", mb, ")");
+    if (st < P - 1 && !has(ActionKind::send_activation))
+      fail("pipeline schedule: stage ", st, " has no SEND_F", mb, " (stage ", st + 1,
+           "'s RECV_F", mb, " waits for it)");
+    if (st < P - 1 && !has(ActionKind::recv_grad))
+      fail("pipeline schedule: stage ", st, " has no RECV_B", mb,
+           " (the backward of micro-batch ", mb, " needs the gradient stage ", st + 1,
+           " sends with SEND_B", mb, ")");
+    if (st > 0 && !has(ActionKind::send_grad))
+      fail("pipeline schedule: stage ", st, " has no SEND_B", mb, " (stage ", st - 1,
+           "'s RECV_B", mb, " waits for it)");
+  }
+  // Every action exists now; each must follow what it needs on its stage.
+  for (size_t k = 0; k < actions.size(); ++k) {
+    const Action& a = actions[k];
+    for (const Dependency& d : dependencies(schedule, st, a)) {
+      if (d.stage != st) continue;
+      const size_t at = seen.at({d.action.kind, d.action.microbatch});
+      if (at > k)
+        fail("pipeline schedule: ", where(st, k, a), ": runs before ", to_string(d.action),
+             " (action ", at, ") on the same stage (", why_after(a, d.action), ")");
+    }
+  }
+}
+
+// Either no stage lists communication (implicit form) or, with more than
+// one stage, every stage does (explicit form); a stage of a one-stage
+// pipeline has nothing to send, which check_stage says.
+void check_form(const Schedule& schedule) {
+  if (!lists_communication(schedule) || schedule.num_stages() == 1) return;
+  int with = -1, without = -1;
+  for (int st = 0; st < schedule.num_stages(); ++st)
+    (lists_communication(schedule.stages[st]) ? with : without) = st;
+  if (without >= 0)
+    fail("pipeline schedule mixes forms: stage ", with, " lists sends and receives, stage ",
+         without, " lists none (list every SEND_F, RECV_F, SEND_B and RECV_B, or none and let "
+         "with_communication() add them)");
 }
 
 // Runs the stages' lists in order, each action waiting for its
@@ -286,7 +451,9 @@ void check_deadlock(const Schedule& schedule) {
 
 void validate(const Schedule& schedule) {
   check_counts(schedule.num_stages(), schedule.microbatches);
-  for (int st = 0; st < schedule.num_stages(); ++st) check_stage(schedule, st);
+  check_form(schedule);
+  const bool explicit_form = lists_communication(schedule);
+  for (int st = 0; st < schedule.num_stages(); ++st) check_stage(schedule, st, explicit_form);
   check_deadlock(schedule);
 }
 

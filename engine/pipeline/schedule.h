@@ -1,7 +1,10 @@
 #pragma once
-// Pipeline schedules as data: per stage, the ordered list of compute actions
-// that stage runs for one step of M micro-batches. Sends and receives are not
-// listed; they are implied by the dependencies between adjacent stages:
+// Pipeline schedules as data: per stage, the ordered list of actions that
+// stage runs for one step of M micro-batches. A schedule comes in one of two
+// forms.
+//
+// Implicit form (what the generators build): compute actions only; sends
+// and receives are implied by the dependencies between adjacent stages:
 // - F(mb) on stage s > 0 needs F(mb) on stage s - 1 (its activations);
 // - B(mb) or I(mb) on stage s < P - 1 needs B(mb) or I(mb) on stage s + 1
 //   (the input gradient of the stage after it);
@@ -11,6 +14,21 @@
 // B is the whole backward of a micro-batch; two-stage backward (2BP) splits it
 // into I, the input gradient (sent upstream at once), and W, the weight
 // gradient, which has no consumer within the step and can fill bubbles.
+//
+// Explicit form (what an executor runs; with_communication() lowers the
+// implicit form to it): every stage also lists each send and receive, at
+// the point where it runs. Sends are asynchronous: a send waits only for
+// the action that computed what it sends, never for its receiver, so two
+// stages sending to each other cannot block each other. Receives block
+// until the matching send has run. Dependencies:
+// - RECV_F(mb) on s needs SEND_F(mb) on s - 1; F(mb) on s > 0 needs
+//   RECV_F(mb) on s; SEND_F(mb) on s < P - 1 needs F(mb) on s;
+// - RECV_B(mb) on s needs SEND_B(mb) on s + 1; B or I(mb) on s < P - 1 needs
+//   RECV_B(mb) on s (and F(mb) on s); SEND_B(mb) on s > 0 needs B or I(mb)
+//   on s;
+// - W(mb) needs I(mb) on the same stage.
+// A schedule lists either no communication or all of it; validate() refuses
+// a mix.
 //
 // Generators (make_schedule, by name) build the usual schedules; validate()
 // refuses a schedule that misses or repeats an action or deadlocks; the
@@ -40,7 +58,7 @@ struct Action {
   bool operator!=(const Action& o) const { return !(*this == o); }
 };
 
-// "F3", "B0", "I2", "W7".
+// "F3", "B0", "I2", "W7", "SEND_F3", "RECV_F3", "SEND_B3", "RECV_B3".
 std::string to_string(const Action& action);
 // The inverse of to_string; fails naming the text and the valid forms.
 Action parse_action(const std::string& text);
@@ -51,6 +69,20 @@ struct Schedule {
   int num_stages() const { return static_cast<int>(stages.size()); }
 };
 
+// SEND_F, RECV_F, SEND_B and RECV_B.
+bool is_communication(ActionKind kind);
+// Whether the list, or any stage of the schedule, names a send or receive.
+bool lists_communication(const std::vector<Action>& actions);
+bool lists_communication(const Schedule& schedule);
+
+// The explicit form of an implicit schedule: on every stage, RECV_F(mb)
+// right before F(mb) (stages > 0) and SEND_F(mb) right after it (stages <
+// P - 1); RECV_B(mb) right before B or I(mb) (stages < P - 1) and SEND_B(mb)
+// right after it (stages > 0). The blocking order is the implicit one, so a
+// valid schedule stays valid. A schedule that already lists communication
+// is returned as it is (validate() judges it).
+Schedule with_communication(const Schedule& schedule);
+
 // Names make_schedule accepts: gpipe, 1f1b, gpipe-2bp, 1f1b-2bp, zb-h1.
 const std::vector<std::string>& schedule_names();
 
@@ -60,27 +92,35 @@ const std::vector<std::string>& schedule_names();
 //   then the remaining B (cool-down); at most P - s activation sets live;
 // - gpipe-2bp, 1f1b-2bp: the same with I in place of each B and every W at
 //   the end of the step, in micro-batch order;
-// - zb-h1: Zero Bubble H1. Built by list scheduling at unit cost (F = I = W):
-//   whenever a stage is free it runs the next I if its gradient has arrived
-//   (to unblock the stage before it), else the next F if its input has
-//   arrived and fewer than P - s micro-batches hold activations (1F1B's
-//   peak; a micro-batch holds them from its F until its W), else the oldest
-//   pending W. W thus fills the waits that 1F1B spends idle, and I, being
-//   shorter than B, sends the gradient upstream sooner. Under this memory
-//   model (a set lives until W) the cap forces each W soon after its I; the
-//   published ZB-H1 defers W further by counting I as freeing most of the
-//   set, which this layer does not model. At uniform cost its step is
-//   3M + 2(P-1) against 1F1B's 3(M + P - 1).
+// - zb-h1: Zero Bubble H1 (Qi et al., 2023): warm-up forwards as 1F1B,
+//   then F and I in 1F1B's order, each W deferred into a place where 1F1B
+//   would idle (waiting for a gradient), the remaining Ws at the end. Built
+//   by list scheduling at unit cost (F = I = W): whenever a stage is free it
+//   runs the next I if its gradient has arrived (to unblock the stage
+//   before it), else the next F if its input has arrived and fewer than
+//   P - s micro-batches are in flight, else the oldest pending W. A
+//   micro-batch is in flight from its F until its I: after I only the
+//   state W needs is left, smaller than the activations (the simulator's
+//   byte accounting says how much), so 1F1B's peak of P - s in flight is
+//   kept while W waits. At uniform cost (F = I = W = 1, B = 2) the step is
+//   3M + (P-1) against 1F1B's 3(M + P - 1): the bubble (P-1)(F + I - W) of
+//   the paper, a third of 1F1B's (P-1)(F + I + W).
 // Fails for an unknown name (listing the valid ones) or counts below 1.
 Schedule make_schedule(const std::string& name, int stages, int microbatches);
 
 // Refuses (sdp::Error naming stage, action index, action and why) a schedule
 // where a stage lacks or repeats F(mb), has neither B(mb) nor both I(mb) and
 // W(mb) exactly once, mixes B with I/W for a micro-batch, runs W before I or
-// B/I before F on the stage, names a micro-batch outside [0, M), or whose
-// blocking execution (each stage runs its list in order, each action waiting
-// for its dependencies) deadlocks; the deadlock error names each stuck
-// stage's first waiting action and what it waits for.
+// B/I before F on the stage, names a micro-batch outside [0, M), mixes the
+// implicit and explicit forms, or (explicit form) lacks or repeats a send or
+// receive its stage needs, lists one its stage cannot have (SEND_F on the
+// last stage, RECV_F on the first, SEND_B on the first, RECV_B on the
+// last), runs a send before what it sends or a receive after what reads it,
+// or whose blocking execution (each stage runs its list in order, each
+// action waiting for its dependencies; sends wait for nothing but what they
+// send) deadlocks, e.g. a cycle of receives before the sends that would
+// answer them; the deadlock error names each stuck stage's first waiting
+// action and what it waits for.
 void validate(const Schedule& schedule);
 
 // {"microbatches": M, "stages": [["F0", "F1", "B0", ...], ...]}. On reading,
@@ -92,7 +132,8 @@ void save_schedule(const Schedule& schedule, const std::string& path);
 Schedule load_schedule(const std::string& path);
 
 // The dependencies of the action at stages[stage][index], as (stage, action)
-// pairs; a B/I dependency on a neighbour is given as whichever of B or I that
+// pairs, in the form the stage's own list is in (explicit when it names any
+// send or receive); a dependency on B/I is given as whichever of B or I that
 // stage lists for the micro-batch. Shared by the validator and the simulator.
 struct Dependency {
   int stage = 0;
