@@ -1,7 +1,9 @@
 #include "engine/pipeline/schedule_simulator.h"
 
 #include <algorithm>
+#include <cmath>
 #include <map>
+#include <tuple>
 #include <utility>
 
 #include "engine/core/error.h"
@@ -16,9 +18,17 @@ double cost_of(const StageCosts& c, ActionKind kind) {
     case ActionKind::backward: return c.backward;
     case ActionKind::input_grad: return c.input_grad;
     case ActionKind::weight_grad: return c.weight_grad;
+    // Communication takes no stage time here; the link model prices the
+    // cross-stage dependency of the receive instead.
+    case ActionKind::send_activation:
+    case ActionKind::recv_activation:
+    case ActionKind::send_grad:
+    case ActionKind::recv_grad: return 0.0;
   }
   return 0.0;
 }
+
+bool valid_amount(double v) { return std::isfinite(v) && v >= 0; }
 
 void check_costs(const SimulationCosts& costs, int P) {
   if (!costs.stages.empty() && static_cast<int>(costs.stages.size()) != P)
@@ -26,14 +36,80 @@ void check_costs(const SimulationCosts& costs, int P) {
          " stages (valid: ", P, ", or none for the uniform defaults)");
   for (size_t st = 0; st < costs.stages.size(); ++st) {
     const StageCosts& c = costs.stages[st];
-    if (c.forward < 0 || c.backward < 0 || c.input_grad < 0 || c.weight_grad < 0)
-      fail("pipeline simulation: stage ", st, " has a negative cost (valid: 0 or more)");
+    if (!valid_amount(c.forward) || !valid_amount(c.backward) || !valid_amount(c.input_grad) ||
+        !valid_amount(c.weight_grad))
+      fail("pipeline simulation: stage ", st, " has a negative or non-finite cost (valid: 0 or more)");
+    if (c.activation_bytes < 0 || c.weight_grad_bytes < 0)
+      fail("pipeline simulation: stage ", st, " has negative activation_bytes or weight_grad_bytes",
+           " (valid: 0 or more)");
   }
-  if (costs.hop_latency < 0)
+  if (!costs.boundary_bytes.empty() && static_cast<int>(costs.boundary_bytes.size()) != P - 1)
+    fail("pipeline simulation: ", costs.boundary_bytes.size(), " boundary_bytes entries for ", P,
+         " stages (valid: ", P - 1, ", one per boundary, or none for 0 bytes)");
+  for (size_t b = 0; b < costs.boundary_bytes.size(); ++b)
+    if (costs.boundary_bytes[b] < 0)
+      fail("pipeline simulation: boundary_bytes[", b, "] = ", costs.boundary_bytes[b],
+           " (valid: 0 or more)");
+  if (!valid_amount(costs.hop_latency))
     fail("pipeline simulation: hop_latency = ", costs.hop_latency, " (valid: 0 or more)");
+  if (!valid_amount(costs.link_bandwidth))
+    fail("pipeline simulation: link_bandwidth = ", costs.link_bandwidth,
+         " (valid: 0 for an infinite link, or bytes per second > 0)");
 }
 
 }  // namespace
+
+double hop_time(const SimulationCosts& costs, int boundary) {
+  const double bytes = costs.boundary_bytes.empty()
+                           ? 0.0
+                           : static_cast<double>(costs.boundary_bytes.at(static_cast<size_t>(boundary)));
+  const double transfer = costs.link_bandwidth > 0 ? bytes / costs.link_bandwidth : 0.0;
+  return costs.hop_latency + transfer;
+}
+
+MemoryPeaks memory_peaks(const Schedule& schedule, const Timeline& timeline, const SimulationCosts& costs) {
+  check_timeline(schedule, timeline);
+  const int P = schedule.num_stages();
+  check_costs(costs, P);
+  MemoryPeaks peaks;
+  peaks.bytes.assign(P, 0);
+  peaks.in_flight.assign(P, 0);
+  for (int st = 0; st < P; ++st) {
+    const StageCosts c = costs.stages.empty() ? StageCosts{} : costs.stages[st];
+    struct Event {
+      double time;
+      size_t order;  // 2k at action k's start, 2k + 1 at its end: list order breaks ties
+      int64_t bytes;
+      int in_flight;
+    };
+    std::vector<Event> events;
+    const auto& actions = schedule.stages[st];
+    for (size_t k = 0; k < actions.size(); ++k) {
+      const ActionTiming& t = timeline.timings[st][k];
+      switch (actions[k].kind) {
+        case ActionKind::forward: events.push_back({t.start, 2 * k, c.activation_bytes, +1}); break;
+        case ActionKind::backward: events.push_back({t.end, 2 * k + 1, -c.activation_bytes, -1}); break;
+        case ActionKind::input_grad:
+          events.push_back({t.end, 2 * k + 1, c.weight_grad_bytes - c.activation_bytes, 0});
+          break;
+        case ActionKind::weight_grad: events.push_back({t.end, 2 * k + 1, -c.weight_grad_bytes, -1}); break;
+        default: break;  // communication holds nothing in this model
+      }
+    }
+    std::sort(events.begin(), events.end(), [](const Event& a, const Event& b) {
+      return std::tie(a.time, a.order) < std::tie(b.time, b.order);
+    });
+    int64_t bytes = 0;
+    int in_flight = 0;
+    for (const Event& e : events) {
+      bytes += e.bytes;
+      in_flight += e.in_flight;
+      peaks.bytes[st] = std::max(peaks.bytes[st], bytes);
+      peaks.in_flight[st] = std::max(peaks.in_flight[st], in_flight);
+    }
+  }
+  return peaks;
+}
 
 SimulationResult simulate(const Schedule& schedule, const SimulationCosts& costs) {
   validate(schedule);
@@ -44,7 +120,6 @@ SimulationResult simulate(const Schedule& schedule, const SimulationCosts& costs
 
   SimulationResult r;
   r.timings.resize(P);
-  r.busy.assign(P, 0.0);
   std::vector<size_t> next(P, 0);
   std::vector<double> free_at(P, 0.0);
   std::map<std::pair<int, std::pair<ActionKind, int>>, double> end_of;  // (stage, action) -> end
@@ -64,16 +139,14 @@ SimulationResult simulate(const Schedule& schedule, const SimulationCosts& costs
             ready = false;
             break;
           }
-          start = std::max(start, it->second + (d.cross_stage ? costs.hop_latency : 0.0));
+          const double arrives = it->second + (d.cross_stage ? hop_time(costs, std::min(st, d.stage)) : 0.0);
+          start = std::max(start, arrives);
         }
         if (!ready) break;
-        const double duration = cost_of(stage_costs[st], a.kind);
-        const double end = start + duration;
+        const double end = start + cost_of(stage_costs[st], a.kind);
         r.timings[st].push_back({start, end});
         end_of[{st, {a.kind, a.microbatch}}] = end;
         free_at[st] = end;
-        r.busy[st] += duration;
-        r.makespan = std::max(r.makespan, end);
         ++next[st];
         progressed = true;
       }
@@ -82,18 +155,14 @@ SimulationResult simulate(const Schedule& schedule, const SimulationCosts& costs
   for (int st = 0; st < P; ++st)
     SDP_CHECK(next[st] == schedule.stages[st].size(), "simulation stopped early on stage ", st);
 
-  r.bubble_fraction.assign(P, 0.0);
-  r.peak_live_activations.assign(P, 0);
-  for (int st = 0; st < P; ++st) {
-    if (r.makespan > 0) r.bubble_fraction[st] = (r.makespan - r.busy[st]) / r.makespan;
-    // A stage runs its actions one after another, so list order is time order.
-    int live = 0;
-    for (const Action& a : schedule.stages[st]) {
-      if (a.kind == ActionKind::forward) ++live;
-      if (a.kind == ActionKind::backward || a.kind == ActionKind::weight_grad) --live;
-      r.peak_live_activations[st] = std::max(r.peak_live_activations[st], live);
-    }
-  }
+  // The same read-out as a measured timeline gets.
+  const TimelineStats stats = timeline_stats(schedule, r);
+  r.makespan = stats.makespan;
+  r.busy = stats.busy;
+  r.bubble_fraction = stats.bubble_fraction;
+  const MemoryPeaks peaks = memory_peaks(schedule, r, costs);
+  r.peak_live_activations = peaks.in_flight;
+  r.peak_memory_bytes = peaks.bytes;
   return r;
 }
 
