@@ -205,8 +205,8 @@ void LlamaModel::set_stage(const StageSpan& span) {
   const int L = config_.n_layers;
   if (span.first_block < 0 || span.first_block >= L || span.end(L) <= span.first_block ||
       span.end(L) > L)
-    fail("set_stage: blocks ", span.first_block, " .. ", span.end(L) - 1, " are not a stage of model ",
-         config_.name, " (valid: a non-empty range of blocks 0 .. ", L - 1, ")");
+    fail("set_stage: blocks [", span.first_block, ", ", span.end(L), ") are not a stage of model ",
+         config_.name, " (valid: a non-empty range [first, end) within blocks 0 .. ", L - 1, ")");
   if (config_.tie_embeddings && !span.whole(L))
     fail("set_stage: model ", config_.name, " ties its embedding to the LM head, so the input ",
          "and output stages cannot be apart (asked for ", span.describe(L),

@@ -271,8 +271,8 @@ void ResNetModel::set_stage(const StageSpan& span) {
   const int L = static_cast<int>(blocks_.size());
   if (span.first_block < 0 || span.first_block >= L || span.end(L) <= span.first_block ||
       span.end(L) > L)
-    fail("set_stage: blocks ", span.first_block, " .. ", span.end(L) - 1, " are not a stage of model ",
-         config_.name, " (valid: a non-empty range of blocks 0 .. ", L - 1, ")");
+    fail("set_stage: blocks [", span.first_block, ", ", span.end(L), ") are not a stage of model ",
+         config_.name, " (valid: a non-empty range [first, end) within blocks 0 .. ", L - 1, ")");
   if (!in_flight_.empty())
     fail("set_stage: ", in_flight_.size(), " micro-batch(es) of model ", config_.name,
          " are between forward and backward; finish them before changing the stage");
