@@ -381,4 +381,13 @@ TEST_CASE("stages: resnet18's block costs follow its stages' widths", "[stages]"
   const auto stages = stage_costs(split_stages(8, 2, {2, 6}, {}), costs);
   REQUIRE(stages[1].received_bytes == B * 64 * 32 * 32 * 4);
   REQUIRE(stages[0].param_numel + stages[1].param_numel == numel);
+  REQUIRE_THROWS_WITH(stage_costs({StageSpan{6, 9}}, costs),
+                      Catch::Contains("is not a span of model resnet18 with 8 blocks"));
+
+  // Balanced by parameter bytes instead: the last stage's widest block
+  // outweighs the seven before it, so it stands alone; the same cut as
+  // trying every cut.
+  const auto by_bytes = split_stages(8, 2, {}, costs.param_bytes(), costs.model);
+  REQUIRE(counts_of(8, by_bytes) == std::vector<int>{7, 1});
+  REQUIRE(counts_of(8, by_bytes) == brute_force(8, 2, costs.param_bytes()));
 }

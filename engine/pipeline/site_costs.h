@@ -23,7 +23,10 @@
 //    goes to the input stage although that site has no backward window).
 // Work after a window or up to a report counts as weight-gradient FLOPs,
 // work before or inside a backward window as input-gradient FLOPs. The
-// segments tile the passes, so the sites' FLOPs sum to the passes' totals.
+// split follows the windows: a weight gradient a model computes inside its
+// window (LLaMA's LM head does) counts as input-gradient work; the site's
+// backward total is right either way. The segments tile the passes, so the
+// sites' FLOPs sum to the passes' totals.
 #include <cstdint>
 #include <string>
 #include <vector>
