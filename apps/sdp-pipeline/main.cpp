@@ -102,7 +102,10 @@ int run(const Options& o) {
   if (!o.svg.empty()) {
     std::vector<TimelinePanel> panels;
     for (const auto& s : report.schedules) panels.push_back({s.name, s.schedule, s.result});
-    write_timeline_svg(o.svg, panels);
+    SvgOptions svg;
+    // The default costs are in no particular unit; a costs file's are seconds.
+    svg.time_unit = o.costs.empty() ? "units" : "s";
+    write_timeline_svg(o.svg, panels, svg);
     if (!o.json) std::printf("\ntimeline: %s\n", o.svg.c_str());
   }
   return 0;
