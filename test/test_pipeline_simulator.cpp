@@ -4,6 +4,8 @@
 // picture's structure and well-formedness.
 #include <catch2/catch.hpp>
 
+#include <algorithm>
+#include <cctype>
 #include <fstream>
 #include <map>
 #include <regex>
