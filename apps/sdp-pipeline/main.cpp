@@ -9,7 +9,7 @@
 #include <CLI/CLI.hpp>
 
 #include "apps/integer_option.h"
-#include "apps/sdp-pipeline/costs_file.h"
+#include "engine/pipeline/costs_json.h"
 #include "apps/sdp-pipeline/report.h"
 #include "engine/core/error.h"
 #include "engine/pipeline/timeline_svg.h"
@@ -89,7 +89,7 @@ int run(const Options& o) {
   SimulationCosts costs;
   report.costs_source = "uniform defaults (F = I = W = 1, B = 2; 1 byte per activation set, no W state, free links)";
   if (!o.costs.empty()) {
-    costs = load_costs(o.costs, P);
+    costs = pipeline::load_costs(o.costs, P);
     report.costs_source = o.costs;
   }
   for (auto& s : report.schedules) s.result = simulate(s.schedule, costs);
@@ -135,7 +135,7 @@ int main(int argc, char** argv) {
                  std::string("JSON costs file; every key optional (defaults F = I = W = 1, B = 2, "
                              "activation_bytes 1, weight_grad_bytes 0, no link cost; bandwidth 0 = "
                              "infinite): ") +
-                     kCostsForm);
+                     pipeline::kCostsForm);
   app.add_option("--svg", o.svg, "Write the timelines there, one panel per schedule (atomically)");
   app.add_flag("--json", o.json, "Print the figures and timelines as JSON instead of the table");
   try {

@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "apps/sdp-train/fault_hook.h"
+#include "apps/sdp-train/pipeline_report.h"
 #include "apps/sdp-train/rank_report.h"
 #include "comm/communicator.h"
 #include "engine/core/error.h"
@@ -149,7 +150,11 @@ int run_training(const TrainConfig& config, bool dry, bool use_mpi) {
       std::string(trainer.world().backend()).c_str(), static_cast<long long>(config.grad_accum),
       batch_text(config, trainer.train_data()).c_str(), static_cast<long long>(config.steps));
   if (world > 1 && config.parallel.subnetworks()) say("%s", plan_text(trainer).c_str());
-  if (trainer.layout().pipelined()) say("%s", pipeline_text(trainer).c_str());
+  if (trainer.layout().pipelined()) {
+    say("%s", pipeline_text(trainer).c_str());
+    if (root && !config.pipeline_timeline.empty())
+      std::printf("%s", draw_schedule(trainer, config.pipeline_timeline).c_str());
+  }
   if (best) say("best achievable loss on this data: %.4f nats/token\n", *best);
   const std::string per_s = unit + "_per_s";
 
@@ -245,6 +250,10 @@ int run_training(const TrainConfig& config, bool dry, bool use_mpi) {
     fault_hook.after_step(r.step, trainer.world().rank());
   }
   progress.finish();
+  if (!config.pipeline_timeline.empty() && trainer.step() > first_step) {
+    const std::string text = write_measured_timeline(trainer, config.pipeline_timeline);
+    if (root) std::printf("%s", text.c_str());
+  }
 
   double final_loss = 0;
   for (double l : recent) final_loss += l;

@@ -62,7 +62,8 @@ StageStepResult StageExecutor::run(const std::vector<MicroBatchData>& batches, d
     const double start = now();
     switch (a.kind) {
       case ActionKind::recv_activation: {
-        OwnedTensor x(alloc, model_.stage_input_shape(data.inputs, first_block), model_.dtype(),
+        const std::vector<int64_t> shape = model_.stage_input_shape(data.inputs, first_block);
+        OwnedTensor x(alloc, Shape(shape.begin(), shape.end()), model_.dtype(),
                       MemCategory::activation);
         pipe_->recv(*x, stage_ - 1);
         received[mb] = std::move(x);

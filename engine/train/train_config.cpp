@@ -21,7 +21,7 @@ namespace sdp {
   X(recalibration_images) X(seed) X(device) X(dtype) X(threads) X(comm_timeout)          \
   X(bucket_mb) X(grad_reduce_dtype) X(emulate_world) X(emulate_rank) X(save_dir)         \
   X(save_every) X(resume) X(max_shard_size) X(checkpoint_format) X(metrics) X(progress)  \
-  X(skip_nonfinite)
+  X(skip_nonfinite) X(pipeline_timeline)
 
 // The CPUs of this process's affinity mask (what OpenMP's
 // omp_get_num_procs() counts), read without OpenMP so that the config layer
@@ -199,6 +199,9 @@ void TrainConfig::validate() const {
             " pipeline stages is invalid: with M < P some stage idles most of every step "
             "(valid: grad_accum, the pipeline's --micro-batches, >= pipeline_stages = ",
             parallel.pipeline_stages, ")");
+  if (!pipeline_timeline.empty() && !parallel.pipelined())
+    invalid("pipeline_timeline", "'", pipeline_timeline, "' needs a pipeline (pipeline_stages > 1; "
+            "now ", parallel.pipeline_stages, ")");
   count("emulate_world", emulate_world, 0, L::kWorld, ": 0 = off");
   if (emulate_world > 0 && emulate_world % parallel.pipeline_stages != 0)
     invalid("emulate_world", emulate_world, " is not a multiple of pipeline_stages = ",

@@ -89,6 +89,11 @@ struct TrainConfig {
   // parts in parallel, with one index: sharded_checkpoint.h). Either loads.
   std::string checkpoint_format = "hf";
   std::string metrics;                  // JSON-lines path; empty: none
+  // Pipelines: a directory for the schedule drawn before the first step
+  // (schedule.json, schedule.svg) and the last step's measured timeline
+  // beside the one simulated from its measured action costs (timeline.json,
+  // costs.json, timeline.svg); empty: none.
+  std::string pipeline_timeline;
   bool progress = true;                 // progress line on a terminal
 
   nlohmann::json to_json() const;

@@ -103,6 +103,7 @@ class Trainer {
 
   const TrainConfig& config() const { return config_; }
   Model& model() { return *model_; }
+  const Model& model() const { return *model_; }
   Allocator& allocator() { return *alloc_; }
   comm::Communicator& world() { return *world_; }
   const comm::Communicator& world() const { return *world_; }

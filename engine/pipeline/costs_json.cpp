@@ -1,4 +1,4 @@
-#include "apps/sdp-pipeline/costs_file.h"
+#include "engine/pipeline/costs_json.h"
 
 #include <cmath>
 #include <initializer_list>
@@ -6,10 +6,8 @@
 #include "engine/checkpoint/json_file.h"
 #include "engine/core/error.h"
 
-namespace sdp::pipeline_tool {
+namespace sdp::pipeline {
 
-using pipeline::SimulationCosts;
-using pipeline::StageCosts;
 
 const char* const kCostsForm =
     "{\"stages\": [{\"forward\": s, \"backward\": s, \"input_grad\": s, \"weight_grad\": s, "
@@ -107,4 +105,19 @@ SimulationCosts load_costs(const std::string& path, int stages) {
   }
 }
 
-}  // namespace sdp::pipeline_tool
+nlohmann::json costs_to_json(const SimulationCosts& c) {
+  nlohmann::json stages = nlohmann::json::array();
+  for (const StageCosts& s : c.stages)
+    stages.push_back({{"forward", s.forward},
+                      {"backward", s.backward},
+                      {"input_grad", s.input_grad},
+                      {"weight_grad", s.weight_grad},
+                      {"activation_bytes", s.activation_bytes},
+                      {"weight_grad_bytes", s.weight_grad_bytes}});
+  nlohmann::json j = {{"link", {{"latency", c.hop_latency}, {"bandwidth", c.link_bandwidth}}}};
+  if (!c.stages.empty()) j["stages"] = stages;
+  if (!c.boundary_bytes.empty()) j["boundary_bytes"] = c.boundary_bytes;
+  return j;
+}
+
+}  // namespace sdp::pipeline
