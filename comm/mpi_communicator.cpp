@@ -14,7 +14,7 @@ namespace sdp::comm {
 
 namespace {
 
-constexpr int kPointToPointTag = 0;  // send/recv pairs match in call order
+constexpr int kPointToPointTag = 0;  // send/recv pairs match in call order, per peer
 
 MPI_Datatype mpi_type(DType t) {
   switch (t) {
@@ -178,11 +178,36 @@ void MpiCommunicator::do_broadcast(Tensor& buffer, int root) {
   wait(request, op_name(Op::broadcast), static_cast<int64_t>(buffer.bytes()));
 }
 
-void MpiCommunicator::do_send(const Tensor& buffer, int peer) {
+// The deadline messages name the peer: a pipeline stage waits on one
+// neighbour, and which one is what a hang report must say.
+std::string MpiCommunicator::peer_op(Op op, int peer) const {
+  return format(op_name(op), op == Op::send ? " to rank " : " from rank ", peer);
+}
+
+MPI_Request MpiCommunicator::start_send(const Tensor& buffer, int peer) {
   MPI_Request request;
   MPI_CHECK(MPI_Isend(buffer.raw(), count_of(Op::send, buffer), mpi_type(buffer.dtype()), peer,
                       kPointToPointTag, comm_, &request));
-  wait(request, op_name(Op::send), static_cast<int64_t>(buffer.bytes()));
+  return request;
+}
+
+void MpiCommunicator::do_send(const Tensor& buffer, int peer) {
+  MPI_Request request = start_send(buffer, peer);
+  wait(request, peer_op(Op::send, peer), static_cast<int64_t>(buffer.bytes()));
+}
+
+// One tag for every send: MPI matches messages of one (source, tag,
+// communicator) in the order they were started, which is the order
+// Communicator::send_async promises. A large message goes by rendezvous,
+// so it moves only while both ranks make MPI calls; the receiver's recv
+// and the handle's wait (MPI_Test) are such calls.
+std::unique_ptr<PendingCollective> MpiCommunicator::do_send_async(const Tensor& buffer,
+                                                                  int peer) {
+  MPI_Request request = start_send(buffer, peer);
+  const int64_t bytes = static_cast<int64_t>(buffer.bytes());
+  return std::make_unique<DeferredCollective>([this, request, peer, bytes]() mutable {
+    wait(request, peer_op(Op::send, peer), bytes);
+  });
 }
 
 void MpiCommunicator::do_recv(Tensor& buffer, int peer) {
@@ -191,7 +216,7 @@ void MpiCommunicator::do_recv(Tensor& buffer, int peer) {
   MPI_CHECK(MPI_Irecv(buffer.raw(), expected, mpi_type(buffer.dtype()), peer, kPointToPointTag,
                       comm_, &request));
   MPI_Status status;
-  wait(request, op_name(Op::recv), static_cast<int64_t>(buffer.bytes()), &status);
+  wait(request, peer_op(Op::recv, peer), static_cast<int64_t>(buffer.bytes()), &status);
   // A longer message fails inside MPI (truncation); a shorter one is caught here.
   int received = 0;
   MPI_CHECK(MPI_Get_count(&status, mpi_type(buffer.dtype()), &received));

@@ -32,6 +32,8 @@ class MpiCommunicator final : public Communicator {
                                                          Tensor& output) override;
   void do_broadcast(Tensor& buffer, int root) override;
   void do_send(const Tensor& buffer, int peer) override;
+  // MPI_Isend; the handle waits (MPI_Test) under the deadline.
+  std::unique_ptr<PendingCollective> do_send_async(const Tensor& buffer, int peer) override;
   void do_recv(Tensor& buffer, int peer) override;
   void do_barrier() override;
   std::unique_ptr<Communicator> do_split(int color, int key) override;
@@ -45,6 +47,9 @@ class MpiCommunicator final : public Communicator {
                   CommOptions options);
   // Starts MPI_Iallgather (in place when input is this rank's chunk).
   MPI_Request start_all_gather_request(const Tensor& input, Tensor& output);
+  MPI_Request start_send(const Tensor& buffer, int peer);
+  // "send to rank 1", "recv from rank 0": the operation a deadline names.
+  std::string peer_op(Op op, int peer) const;
   // Element count as MPI's int, refusing buffers beyond it.
   int count_of(Op op, const Tensor& t) const;
   // Waits for `request` until the deadline; on timeout ends the job.

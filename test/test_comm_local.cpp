@@ -177,6 +177,33 @@ TEST_CASE("comm: emulated communicator counts like rank r of an N-rank job", "[c
   CHECK(world->stats().by_group().at("world").sent_bytes == total.sent_bytes);
 }
 
+TEST_CASE("comm: send_async on emulated and local worlds", "[comm][p2p]") {
+  // Emulated: counted as a send of S bytes when started, nothing moves,
+  // and the handle is finished (no peer to wait for).
+  auto emulated = make_world("emulated", {}, 4, 1);
+  std::vector<float> values = iota_f32(250);  // [250]
+  Tensor buffer = view_of(values);
+  auto pending = emulated->send_async(buffer, 2);
+  CHECK(emulated->stats().by_op(Op::send).calls == 1);
+  CHECK(emulated->stats().by_op(Op::send).sent_bytes == 1000);
+  CHECK(emulated->stats().by_op(Op::send).payload_bytes == 1000);
+  pending->wait();
+  pending->wait();  // a second wait does nothing
+  CHECK(values == iota_f32(250));
+  CHECK(emulated->stats().by_op(Op::recv).calls == 0);
+  REQUIRE_THROWS_WITH(emulated->send_async(buffer, 1), Catch::Contains("is this rank"));
+  REQUIRE_THROWS_WITH(emulated->send_async(buffer, 4),
+                      Catch::Contains("send on group world") &&
+                          Catch::Contains("peer 4 is out of range (valid: 0..3)"));
+  CHECK(emulated->stats().by_op(Op::send).calls == 1);  // refused calls are not counted
+
+  // Local: a world of one has no peer, asynchronous or not.
+  auto local = make_world("local");
+  REQUIRE_THROWS_WITH(local->send_async(buffer, 0),
+                      Catch::Contains("send on group world") && Catch::Contains("is this rank"));
+  CHECK(local->stats().total().calls == 0);
+}
+
 TEST_CASE("comm: emulated communicator: in-place all_gather and reduce_scatter", "[comm]") {
   auto world = make_world("emulated", {}, 4, 2);
   std::vector<double> full(8);  // [8] = 4 chunks of [2]

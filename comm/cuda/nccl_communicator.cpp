@@ -136,19 +136,33 @@ NcclCommunicator::NcclCommunicator(ncclComm_t comm, std::unique_ptr<Communicator
                    std::move(stats), options),
       comm_(comm), host_(std::move(host)) {
   cudaError_t created = cudaStreamCreate(&stream_);
+  if (created == cudaSuccess) created = cudaStreamCreate(&send_stream_);
+  if (created == cudaSuccess) created = cudaStreamCreate(&recv_stream_);
   if (created == cudaSuccess)
     created = cudaEventCreateWithFlags(&compute_done_, cudaEventDisableTiming);
+  if (created == cudaSuccess)
+    created = cudaEventCreateWithFlags(&received_, cudaEventDisableTiming);
   if (created != cudaSuccess) {
-    ncclCommDestroy(comm_);
+    release();
     CUDA_CHECK(created);
   }
 }
 
-NcclCommunicator::~NcclCommunicator() {
-  // Every call waited for its stream, so nothing is in flight here.
+// Every call waited for its stream, and every send's handle for its event
+// (handles must not outlive the communicator), so nothing is in flight here.
+NcclCommunicator::~NcclCommunicator() { release(); }
+
+void NcclCommunicator::release() {
   if (comm_) ncclCommDestroy(comm_);
-  if (compute_done_) cudaEventDestroy(compute_done_);
-  if (stream_) cudaStreamDestroy(stream_);
+  comm_ = nullptr;
+  for (cudaEvent_t* event : {&compute_done_, &received_}) {
+    if (*event) cudaEventDestroy(*event);
+    *event = nullptr;
+  }
+  for (cudaStream_t* stream : {&stream_, &send_stream_, &recv_stream_}) {
+    if (*stream) cudaStreamDestroy(*stream);
+    *stream = nullptr;
+  }
 }
 
 void NcclCommunicator::check_supported(Op op, const Tensor& buffer, bool reduces) const {
@@ -159,11 +173,16 @@ void NcclCommunicator::check_supported(Op op, const Tensor& buffer, bool reduces
 }
 
 void NcclCommunicator::wait(Op op, int64_t bytes) {
+  wait_for([this] { return cudaStreamQuery(stream_); }, op_name(op), bytes);
+}
+
+void NcclCommunicator::wait_for(const std::function<cudaError_t()>& query, std::string_view op,
+                                int64_t bytes) {
   cudaError_t state = cudaSuccess;
   ncclResult_t async = ncclSuccess;
   const bool finished = poll_until(
       [&] {
-        state = cudaStreamQuery(stream_);
+        state = query();
         if (state != cudaErrorNotReady) return true;
         NCCL_CHECK(ncclCommGetAsyncError(comm_, &async));
         return async != ncclSuccess;
@@ -173,12 +192,12 @@ void NcclCommunicator::wait(Op op, int64_t bytes) {
   if (!finished) {
     ncclCommAbort(comm_);
     comm_ = nullptr;
-    end_job_after_timeout(world_rank, op_name(op), name(), bytes, options().timeout_seconds);
+    end_job_after_timeout(world_rank, op, name(), bytes, options().timeout_seconds);
   }
   if (async != ncclSuccess) {
     // The communicator is unusable after an asynchronous error, and its
     // peers would wait for this rank: end the job, as on a timeout.
-    const std::string line = format("[rank ", world_rank, "] ", op_name(op), " on group ", name(),
+    const std::string line = format("[rank ", world_rank, "] ", op, " on group ", name(),
                                     " (", bytes, " bytes) failed in NCCL: ",
                                     ncclGetErrorString(async), "; ending the job\n");
     std::fputs(line.c_str(), stderr);
@@ -191,7 +210,7 @@ void NcclCommunicator::wait(Op op, int64_t bytes) {
 
 void NcclCommunicator::do_all_reduce(Tensor& buffer, ReduceOp op) {
   if (on_host(buffer)) return host_->all_reduce(buffer, op);
-  order_after_compute();
+  order_after_compute(stream_);
   NCCL_CHECK(ncclAllReduce(buffer.raw(), buffer.raw(), static_cast<size_t>(buffer.numel()),
                            nccl_reduce_type(buffer.dtype()), nccl_op(op), comm_, stream_));
   wait(Op::all_reduce, static_cast<int64_t>(buffer.bytes()));
@@ -199,7 +218,7 @@ void NcclCommunicator::do_all_reduce(Tensor& buffer, ReduceOp op) {
 
 void NcclCommunicator::do_reduce_scatter(const Tensor& input, Tensor& output, ReduceOp op) {
   if (on_host(input)) return host_->reduce_scatter(input, output, op);
-  order_after_compute();
+  order_after_compute(stream_);
   // In place when output is this rank's chunk of input, as NCCL defines it too.
   NCCL_CHECK(ncclReduceScatter(input.raw(), output.raw(), static_cast<size_t>(output.numel()),
                                nccl_reduce_type(input.dtype()), nccl_op(op), comm_, stream_));
@@ -209,31 +228,78 @@ void NcclCommunicator::do_reduce_scatter(const Tensor& input, Tensor& output, Re
 // Moves that reduce nothing go as bytes, so every dtype travels.
 void NcclCommunicator::do_all_gather(const Tensor& input, Tensor& output) {
   if (on_host(input)) return host_->all_gather(input, output);
-  order_after_compute();
+  order_after_compute(stream_);
   NCCL_CHECK(ncclAllGather(input.raw(), output.raw(), input.bytes(), ncclUint8, comm_, stream_));
   wait(Op::all_gather, static_cast<int64_t>(output.bytes()));
 }
 
 void NcclCommunicator::do_broadcast(Tensor& buffer, int root) {
   if (on_host(buffer)) return host_->broadcast(buffer, root);
-  order_after_compute();
+  order_after_compute(stream_);
   NCCL_CHECK(ncclBroadcast(buffer.raw(), buffer.raw(), buffer.bytes(), ncclUint8, root, comm_,
                            stream_));
   wait(Op::broadcast, static_cast<int64_t>(buffer.bytes()));
 }
 
+// Point-to-point calls run on streams of their own, one for sends and one
+// for receives, so that a stage's pending send (which finishes only when
+// its peer receives) never holds up its own receive, nor the other way
+// round, and neither queues behind this group's collectives. Each call is
+// its own NCCL group (ncclGroupStart/End), so NCCL matches it with the
+// peer's call of the same kind in the order both were started.
 void NcclCommunicator::do_send(const Tensor& buffer, int peer) {
   if (on_host(buffer)) return host_->send(buffer, peer);
-  order_after_compute();
-  NCCL_CHECK(ncclSend(buffer.raw(), buffer.bytes(), ncclUint8, peer, comm_, stream_));
-  wait(Op::send, static_cast<int64_t>(buffer.bytes()));
+  do_send_async(buffer, peer)->wait();
+}
+
+std::unique_ptr<PendingCollective> NcclCommunicator::do_send_async(const Tensor& buffer,
+                                                                   int peer) {
+  if (on_host(buffer)) return host_->send_async(buffer, peer);
+  // The kernels that wrote the buffer have run before the send reads it.
+  order_after_compute(send_stream_);
+  NCCL_CHECK(ncclGroupStart());
+  NCCL_CHECK(ncclSend(buffer.raw(), buffer.bytes(), ncclUint8, peer, comm_, send_stream_));
+  NCCL_CHECK(ncclGroupEnd());
+  // An event of its own per send: waiting for the whole send stream would
+  // also wait for sends started later, whose receivers may not be there yet.
+  cudaEvent_t sent = nullptr;
+  CUDA_CHECK(cudaEventCreateWithFlags(&sent, cudaEventDisableTiming));
+  const cudaError_t recorded = cudaEventRecord(sent, send_stream_);
+  if (recorded != cudaSuccess) {
+    cudaEventDestroy(sent);
+    CUDA_CHECK(recorded);
+  }
+  const int64_t bytes = static_cast<int64_t>(buffer.bytes());
+  return std::make_unique<DeferredCollective>([this, sent, peer, bytes] {
+    // Destroying a recorded event is safe at once (CUDA frees it when it
+    // completes); the wait ends the job rather than return unfinished.
+    struct Release {
+      cudaEvent_t event;
+      ~Release() { cudaEventDestroy(event); }
+    } release{sent};
+    wait_for([sent] { return cudaEventQuery(sent); }, peer_op(Op::send, peer), bytes);
+  });
 }
 
 void NcclCommunicator::do_recv(Tensor& buffer, int peer) {
   if (on_host(buffer)) return host_->recv(buffer, peer);
-  order_after_compute();
-  NCCL_CHECK(ncclRecv(buffer.raw(), buffer.bytes(), ncclUint8, peer, comm_, stream_));
-  wait(Op::recv, static_cast<int64_t>(buffer.bytes()));
+  // Kernels queued before this call may still read the buffer's old values.
+  order_after_compute(recv_stream_);
+  NCCL_CHECK(ncclGroupStart());
+  NCCL_CHECK(ncclRecv(buffer.raw(), buffer.bytes(), ncclUint8, peer, comm_, recv_stream_));
+  NCCL_CHECK(ncclGroupEnd());
+  // The compute stream reads the buffer only after the data has arrived,
+  // which the event orders on the device; the host wait below puts the
+  // receive under the deadline (a sender that never comes ends the job
+  // instead of hanging the stream) and counts the time this stage waited.
+  CUDA_CHECK(cudaEventRecord(received_, recv_stream_));
+  CUDA_CHECK(cudaStreamWaitEvent(static_cast<cudaStream_t>(current_compute_stream()), received_, 0));
+  wait_for([this] { return cudaEventQuery(received_); }, peer_op(Op::recv, peer),
+           static_cast<int64_t>(buffer.bytes()));
+}
+
+std::string NcclCommunicator::peer_op(Op op, int peer) const {
+  return format(op_name(op), op == Op::send ? " to rank " : " from rank ", peer);
 }
 
 // NCCL has no barrier: what this rank queued here (asynchronous all-reduces
@@ -243,12 +309,12 @@ void NcclCommunicator::do_barrier() {
   host_->barrier();
 }
 
-void NcclCommunicator::order_after_compute() {
+void NcclCommunicator::order_after_compute(cudaStream_t stream) {
   // Kernels queued on the compute stream before this call wrote the buffers
   // the collective reads; the legacy default stream would order itself,
   // a stream of the trainer's own (non-blocking) must be waited for.
   CUDA_CHECK(cudaEventRecord(compute_done_, static_cast<cudaStream_t>(current_compute_stream())));
-  CUDA_CHECK(cudaStreamWaitEvent(stream_, compute_done_, 0));
+  CUDA_CHECK(cudaStreamWaitEvent(stream, compute_done_, 0));
 }
 
 // The handle's wait polls this communicator's stream under the deadline
@@ -257,7 +323,7 @@ void NcclCommunicator::order_after_compute() {
 std::unique_ptr<PendingCollective> NcclCommunicator::do_all_reduce_async(Tensor& buffer,
                                                                          ReduceOp op) {
   if (on_host(buffer)) return host_->all_reduce_async(buffer, op);
-  order_after_compute();
+  order_after_compute(stream_);
   NCCL_CHECK(ncclAllReduce(buffer.raw(), buffer.raw(), static_cast<size_t>(buffer.numel()),
                            nccl_reduce_type(buffer.dtype()), nccl_op(op), comm_, stream_));
   const int64_t bytes = static_cast<int64_t>(buffer.bytes());
@@ -267,7 +333,7 @@ std::unique_ptr<PendingCollective> NcclCommunicator::do_all_reduce_async(Tensor&
 std::unique_ptr<PendingCollective> NcclCommunicator::do_all_gather_async(const Tensor& input,
                                                                          Tensor& output) {
   if (on_host(input)) return host_->all_gather_async(input, output);
-  order_after_compute();
+  order_after_compute(stream_);
   NCCL_CHECK(ncclAllGather(input.raw(), output.raw(), input.bytes(), ncclUint8, comm_, stream_));
   const int64_t bytes = static_cast<int64_t>(output.bytes());
   return std::make_unique<DeferredCollective>([this, bytes] { wait(Op::all_gather, bytes); });

@@ -8,7 +8,8 @@
 // 0 makes the ncclUniqueId and broadcasts it through MPI; otherwise the
 // world is one rank on the current GPU (no MPI needed: a single GPU
 // machine), and a process launched by mpirun without MpiRuntime is refused.
-// Groups come from ncclCommSplit. One CUDA stream per communicator; before
+// Groups come from ncclCommSplit. One CUDA stream per communicator for the
+// collectives, and one each for sends and receives (below); before
 // each call it waits (an event) for the work queued so far on the thread's
 // compute stream (engine/core/device_stream.h), so the kernels that wrote a
 // buffer have run before the collective reads it. Every blocking call waits
@@ -30,6 +31,22 @@
 // own group's peers, which run on their own streams, so none waits behind
 // another group's kernel. A job that sees a hang there can run with
 // --bucket-mb 0 (every reduction after backward, in group order).
+//
+// Point-to-point (pipeline stages): sends run on a send stream and receives
+// on a receive stream, both apart from the compute stream and from the
+// collectives' stream, so a stage's pending send never waits behind its own
+// receive or the other way round. Each is one NCCL group call. A send
+// starts after the compute stream's work so far (an event) and returns at
+// once in send_async; its handle waits, under the deadline, for an event
+// recorded after that send alone. A receive makes the compute stream wait
+// for its data (an event) and then waits on the host, under the deadline,
+// so a missing sender ends the job. The deadline messages name the peer
+// ("send to rank 1"). Device buffers of a send must stay unchanged until
+// its handle's wait(), and handles must not outlive the communicator.
+#include <functional>
+#include <string>
+#include <string_view>
+
 #include <cuda_runtime.h>
 #include <nccl.h>
 
@@ -62,6 +79,8 @@ class NcclCommunicator final : public Communicator {
                                                          Tensor& output) override;
   void do_broadcast(Tensor& buffer, int root) override;
   void do_send(const Tensor& buffer, int peer) override;
+  // Queued on the send stream and returned at once (see above).
+  std::unique_ptr<PendingCollective> do_send_async(const Tensor& buffer, int peer) override;
   void do_recv(Tensor& buffer, int peer) override;
   void do_barrier() override;
   std::unique_ptr<Communicator> do_split(int color, int key) override;
@@ -76,13 +95,24 @@ class NcclCommunicator final : public Communicator {
                    std::shared_ptr<CommStats> stats, CommOptions options);
   // Waits for this communicator's stream; on timeout or an NCCL error ends the job.
   void wait(Op op, int64_t bytes);
-  // Makes this communicator's stream wait for the work queued so far on the
-  // thread's compute stream (engine/core/device_stream.h).
-  void order_after_compute();
+  // Polls `query` (cudaStreamQuery or cudaEventQuery of what was queued)
+  // until it is no longer cudaErrorNotReady; on timeout or an NCCL error
+  // ends the job naming `op`.
+  void wait_for(const std::function<cudaError_t()>& query, std::string_view op, int64_t bytes);
+  // Makes `stream` wait for the work queued so far on the thread's compute
+  // stream (engine/core/device_stream.h).
+  void order_after_compute(cudaStream_t stream);
+  // "send to rank 1", "recv from rank 0".
+  std::string peer_op(Op op, int peer) const;
+  // Destroys the NCCL communicator, events and streams that exist.
+  void release();
 
   ncclComm_t comm_ = nullptr;
-  cudaStream_t stream_ = nullptr;
+  cudaStream_t stream_ = nullptr;       // collectives
+  cudaStream_t send_stream_ = nullptr;  // ncclSend
+  cudaStream_t recv_stream_ = nullptr;  // ncclRecv
   cudaEvent_t compute_done_ = nullptr;  // recorded on the compute stream before each call
+  cudaEvent_t received_ = nullptr;      // recorded on the receive stream after each recv
   std::unique_ptr<Communicator> host_;
 };
 

@@ -5,6 +5,10 @@
 //             the "did not finish within" line, long before rank 1 wakes.
 //   mismatch  require_same_on_all_ranks of a rank-dependent value: every
 //             rank throws the same error, prints it and ends the job.
+//   send_timeout  rank 0 sends 8 MiB (past MPI's rendezvous limit, so it
+//             cannot complete without a receive) with send_async and waits
+//             with a 1 s deadline while rank 1 sleeps 10 s and never
+//             receives: the job must end naming the send and its peer.
 //   dies      rank 1 dies (abort, no MPI_Finalize) while rank 0 waits in an
 //             all_reduce with a long deadline: the launcher must end the
 //             job at once (rank 0 never reaches its timeout).
@@ -37,6 +41,20 @@ int main(int argc, char** argv) {
       std::fprintf(stderr, "[rank %d] the all_reduce finished: no timeout happened\n", rank);
       return 0;
     }
+    if (mode == "send_timeout") {
+      auto world = make_world("mpi", {1.0});
+      std::vector<float> values(2 * 1024 * 1024, 1.f);  // [2M]: 8 MiB
+      Tensor buffer(values.data(), {static_cast<int64_t>(values.size())}, DType::f32,
+                    Device::cpu);
+      if (rank == 1) {
+        std::this_thread::sleep_for(std::chrono::seconds(10));
+        return 0;
+      }
+      auto pending = world->send_async(buffer, 1);
+      pending->wait();
+      std::fprintf(stderr, "[rank %d] the send finished without a receiver\n", rank);
+      return 0;
+    }
     if (mode == "dies") {
       auto world = make_world("mpi", {120.0});
       if (rank == 1) {
@@ -55,7 +73,7 @@ int main(int argc, char** argv) {
       std::fprintf(stderr, "[rank %d] the mismatch went unnoticed\n", rank);
       return 0;
     }
-    std::fprintf(stderr, "usage: %s timeout|mismatch|dies\n", argv[0]);
+    std::fprintf(stderr, "usage: %s timeout|send_timeout|mismatch|dies\n", argv[0]);
     return 2;
   } catch (const std::exception& e) {
     std::fprintf(stderr, "[rank %d] error: %s\n", rank, e.what());
