@@ -216,8 +216,14 @@ void Trainer::build_pipeline() {
   } catch (const Error& e) {
     throw CollectiveError(format("config: schedule = '", p.schedule, "': ", e.what()));
   }
-  // Each replica's P ranks, in stage order.
-  pipe_ = world_->split(layout_.replica, layout_.stage);
+  // Each replica's P ranks, in stage order: one group per replica, built by
+  // every rank in turn (subgroup, which the emulated world can build too).
+  for (int d = 0; d < layout_.replicas; ++d) {
+    std::vector<int> members;
+    for (int s = 0; s < P; ++s) members.push_back(s * layout_.replicas + d);
+    std::unique_ptr<comm::Communicator> group = world_->subgroup(members);
+    if (group) pipe_ = std::move(group);
+  }
   executor_ = std::make_unique<pipeline::StageExecutor>(*model_, std::move(schedule), layout_.stage,
                                                         pipe_.get());
   micro_inputs_.resize(static_cast<size_t>(M));

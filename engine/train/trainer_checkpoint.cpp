@@ -249,7 +249,10 @@ void Trainer::load_checkpoint(const fs::path& dir) {
   // stream; what a step sees is the global batch (per-rank batch * world),
   // so 4 ranks of batch 2 continue in one process of batch 8.
   const nlohmann::json saved_layout = state.value("parallel", nlohmann::json::object());
-  const nlohmann::json saved_world = saved_layout.value("world", nlohmann::json());
+  // A pipeline's stages share their replica's batch: what counts is the
+  // number of data-parallel replicas (the world without a pipeline).
+  const nlohmann::json saved_world =
+      saved_layout.value("replicas", saved_layout.value("world", nlohmann::json()));
   auto warn = [](const std::string& what, const std::string& now, const std::string& then) {
     std::fprintf(stderr,
                  "sdp-train: warning: resuming with %s = %s, but the checkpoint was trained "
@@ -262,9 +265,9 @@ void Trainer::load_checkpoint(const fs::path& dir) {
   if (saved_cfg.contains("batch") && saved_cfg["batch"].is_number_integer() &&
       saved_world.is_number_integer()) {
     const int64_t then = saved_cfg["batch"].get<int64_t>() * saved_world.get<int64_t>();
-    const int64_t now = config_.batch * world_->size();
+    const int64_t now = config_.batch * layout_.replicas;
     if (then != now)
-      warn("batch * world", format(config_.batch, " * ", world_->size()),
+      warn("batch * world", format(config_.batch, " * ", layout_.replicas),
            format(saved_cfg["batch"].get<int64_t>(), " * ", saved_world.get<int64_t>()));
   } else if (saved_cfg.contains("batch") && saved_cfg["batch"] != now_cfg["batch"]) {
     warn("batch", now_cfg["batch"].dump(), saved_cfg["batch"].dump());
