@@ -3,17 +3,12 @@
 #include <algorithm>
 #include <cstdio>
 
+#include "engine/core/error.h"
 #include "engine/pipeline/timeline.h"
 
 namespace sdp::pipeline_tool {
 
 namespace {
-
-std::string fixed(double v, int decimals) {
-  char buf[64];
-  std::snprintf(buf, sizeof buf, "%.*f", decimals, v);
-  return buf;
-}
 
 std::string general(double v) {
   char buf[64];
@@ -47,15 +42,15 @@ std::string render_text(const PipelineReport& report) {
   out += pad("schedule", name_width) + pad("M", 6) + pad("step", 12) + pad("vs first", 10) + "mean bubble\n";
   for (const auto& s : report.schedules)
     out += pad(s.name, name_width) + pad(std::to_string(s.schedule.microbatches), 6) +
-           pad(general(s.result.makespan), 12) + pad(fixed(relative(report, s), 3), 10) +
-           fixed(100 * mean(s.result.bubble_fraction), 2) + "%\n";
+           pad(general(s.result.makespan), 12) + pad(format_fixed(relative(report, s), 3), 10) +
+           format_fixed(100 * mean(s.result.bubble_fraction), 2) + "%\n";
   out += "\n";
   out += pad("schedule", name_width) + pad("stage", 7) + pad("bubble", 10) + pad("busy", 12) +
          pad("peak bytes", 16) + "peak in flight\n";
   for (const auto& s : report.schedules)
     for (int st = 0; st < s.schedule.num_stages(); ++st)
       out += pad(s.name, name_width) + pad(std::to_string(st), 7) +
-             pad(fixed(100 * s.result.bubble_fraction[st], 2) + "%", 10) + pad(general(s.result.busy[st]), 12) +
+             pad(format_fixed(100 * s.result.bubble_fraction[st], 2) + "%", 10) + pad(general(s.result.busy[st]), 12) +
              pad(std::to_string(s.result.peak_memory_bytes[st]), 16) +
              std::to_string(s.result.peak_live_activations[st]) + "\n";
   return out;

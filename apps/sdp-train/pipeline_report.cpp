@@ -16,12 +16,6 @@ namespace sdp::app {
 
 namespace {
 
-std::string fixed(double v, int digits) {
-  char text[64];
-  std::snprintf(text, sizeof text, "%.*f", digits, v);
-  return text;
-}
-
 std::string stage_table(const pipeline::Schedule& s, const std::vector<double>& bubble,
                         const std::vector<int>* in_flight, const std::vector<double>* measured) {
   std::string out = format("  ", "stage", "  simulated bubble");
@@ -29,9 +23,9 @@ std::string stage_table(const pipeline::Schedule& s, const std::vector<double>& 
   if (in_flight) out += "  peak in flight";
   out += "\n";
   for (int st = 0; st < s.num_stages(); ++st) {
-    out += format("  ", st, "      ", fixed(100.0 * bubble[static_cast<size_t>(st)], 1), "%");
+    out += format("  ", st, "      ", format_fixed(100.0 * bubble[static_cast<size_t>(st)], 1), "%");
     if (measured)
-      out += format("            ", fixed(100.0 * (*measured)[static_cast<size_t>(st)], 1), "%");
+      out += format("            ", format_fixed(100.0 * (*measured)[static_cast<size_t>(st)], 1), "%");
     if (in_flight) out += format("            ", (*in_flight)[static_cast<size_t>(st)]);
     out += "\n";
   }
@@ -54,7 +48,7 @@ std::string draw_schedule(const Trainer& trainer, const std::string& dir) {
                                  s, sim}},
                                {.time_unit = ""});
   return format("schedule ", trainer.config().parallel.schedule, " at uniform costs: step ",
-                fixed(sim.makespan, 0), " units (", dir, "/schedule.svg)\n",
+                format_fixed(sim.makespan, 0), " units (", dir, "/schedule.svg)\n",
                 stage_table(s, sim.bubble_fraction, &sim.peak_live_activations, nullptr));
 }
 
@@ -113,8 +107,8 @@ std::string write_measured_timeline(Trainer& trainer, const std::string& dir) {
       {{format(name, ": simulated from the measured action costs"), s, sim},
        {format(name, ": measured (last step, replica 0)"), s, measured}});
   return format("pipeline timeline of the last step (", dir, "/timeline.svg): measured ",
-                fixed(stats.makespan * 1e3, 2), " ms, simulated from its action costs ",
-                fixed(sim.makespan * 1e3, 2), " ms\n",
+                format_fixed(stats.makespan * 1e3, 2), " ms, simulated from its action costs ",
+                format_fixed(sim.makespan * 1e3, 2), " ms\n",
                 stage_table(s, sim.bubble_fraction, nullptr, &stats.bubble_fraction));
 }
 

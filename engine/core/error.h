@@ -1,6 +1,7 @@
 #pragma once
 // Error reporting used at every API boundary: exceptions carry a message that
 // names what was wrong and, where it helps, what would have been valid.
+#include <cstdio>
 #include <sstream>
 #include <stdexcept>
 #include <string>
@@ -35,6 +36,13 @@ std::string format(const Parts&... parts) {
   std::ostringstream os;
   detail::append(os, parts...);
   return os.str();
+}
+
+// v with exactly `decimals` digits after the point: format_fixed(0.1234, 2) = "0.12".
+inline std::string format_fixed(double v, int decimals) {
+  char text[64];
+  std::snprintf(text, sizeof text, "%.*f", decimals, v);
+  return text;
 }
 
 template <typename... Parts>

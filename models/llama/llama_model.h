@@ -95,6 +95,9 @@ class LlamaModel final : public Model {
   double forward_stage(const Tensor& tokens, const Tensor& targets, OwnedTensor received,
                        int micro_batch) override;
   const Tensor& stage_output(int micro_batch) const override;
+  // Head backward (last stage) or `output_grad`, blocks, embedding gradient
+  // (first stage); returns the trunk input's gradient on a non-first stage.
+  // backward() is this with the whole span.
   OwnedTensor backward_stage(OwnedTensor output_grad, double loss_scale, bool split_weight_grads,
                              const GradsReady& ready, int micro_batch) override;
 
@@ -133,10 +136,6 @@ class LlamaModel final : public Model {
   // forward() is this with the whole span and nothing received.
   double run_stage(const Tensor& tokens, const Tensor& targets, OwnedTensor received, bool train,
                    int micro_batch);
-  // Head backward (last stage) or `output_grad`, blocks, embedding gradient
-  // (first stage); returns the trunk input's gradient on a non-first stage.
-  OwnedTensor run_stage_backward(OwnedTensor output_grad, double loss_scale, bool split_weight_grads,
-                                 const GradsReady& ready, int micro_batch);
   void check_whole(const char* call) const;
   void check_site(int site) const;
 

@@ -416,17 +416,10 @@ void ResNetModel::report(const std::vector<int>& ids, const GradsReady& ready) c
 void ResNetModel::backward(double loss_scale, bool split_weight_grads, const GradsReady& ready,
                            int micro_batch) {
   check_whole("backward()");
-  run_stage_backward(OwnedTensor(), loss_scale, split_weight_grads, ready, micro_batch);
+  backward_stage(OwnedTensor(), loss_scale, split_weight_grads, ready, micro_batch);
 }
 
 OwnedTensor ResNetModel::backward_stage(OwnedTensor output_grad, double loss_scale,
-                                        bool split_weight_grads, const GradsReady& ready,
-                                        int micro_batch) {
-  return run_stage_backward(std::move(output_grad), loss_scale, split_weight_grads, ready,
-                            micro_batch);
-}
-
-OwnedTensor ResNetModel::run_stage_backward(OwnedTensor output_grad, double loss_scale,
                                             bool split_weight_grads, const GradsReady& ready,
                                             int micro_batch) {
   auto it = in_flight_.find(micro_batch);

@@ -83,6 +83,9 @@ class ResNetModel final : public Model {
   double forward_stage(const Tensor& images, const Tensor& labels, OwnedTensor received,
                        int micro_batch) override;
   const Tensor& stage_output(int micro_batch) const override;
+  // Head backward (last stage) or `output_grad`, blocks, stem (first
+  // stage); returns the trunk input's gradient on a non-first stage.
+  // backward() is this with the whole span.
   OwnedTensor backward_stage(OwnedTensor output_grad, double loss_scale, bool split_weight_grads,
                              const GradsReady& ready, int micro_batch) override;
 
@@ -128,10 +131,6 @@ class ResNetModel final : public Model {
   // is this with the whole span and nothing received.
   double run_stage(const Tensor& images, const Tensor& labels, OwnedTensor received, bool train,
                    int micro_batch);
-  // Head backward (last stage) or `output_grad`, blocks, stem (first
-  // stage); returns the trunk input's gradient on a non-first stage.
-  OwnedTensor run_stage_backward(OwnedTensor output_grad, double loss_scale, bool split_weight_grads,
-                                 const GradsReady& ready, int micro_batch);
   void check_whole(const char* call) const;
   void report(const std::vector<int>& ids, const GradsReady& ready) const;
   void check_site(int site) const;
