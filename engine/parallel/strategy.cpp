@@ -116,7 +116,28 @@ SubnetLayout SubnetLayout::build(const std::string& model, const StrategySpec& s
   req.construction = spec.construction;
   req.seed = spec.plan_seed;
   try {
-    L.plan = SubnetPlan::build(req);
+    if (!L.pipelined()) {
+      L.plan = SubnetPlan::build(req);
+    } else {
+      // One plan per stage over its own components, so that every replica
+      // owns its share of every stage (one plan over all of them would hand
+      // a replica whole stages, leaving it idle on the others).
+      std::vector<std::vector<bool>> owns(static_cast<size_t>(L.replicas),
+                                          std::vector<bool>(maskable.size(), false));
+      for (int st = 0; st < P; ++st) {
+        std::vector<size_t> columns;
+        for (size_t k = 0; k < maskable.size(); ++k)
+          if (stage_of(comps[static_cast<size_t>(maskable[k])]) == st) columns.push_back(k);
+        if (columns.empty()) continue;
+        PlanRequest stage_req = req;
+        stage_req.components = static_cast<int>(columns.size());
+        stage_req.seed = req.seed + static_cast<uint64_t>(st);
+        const SubnetPlan stage_plan = SubnetPlan::build(stage_req);
+        for (size_t c = 0; c < columns.size(); ++c)
+          for (int d : stage_plan.owners(static_cast<int>(c))) owns[static_cast<size_t>(d)][columns[c]] = true;
+      }
+      L.plan = SubnetPlan::from_matrix(std::move(owns));
+    }
   } catch (const Error& e) {
     // Every rank builds the same plan: every rank fails alike.
     throw CollectiveError(format("strategy ", spec.describe(), " on ", L.replicas,
