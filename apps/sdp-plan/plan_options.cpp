@@ -211,6 +211,15 @@ PlannerJob resolve_job(const PlanOptions& o) {
   }
   job.strategies.insert(job.strategies.end(), requested.begin(), requested.end());
 
+  if (pipelined) {
+    // The pipeline's own flags (stage blocks, schedule) first, under their
+    // own names: DDP's rank 0 reaches every check of them.
+    StrategyRequest ddp;
+    ddp.text = ddp.strategy = "ddp";
+    const TrainConfig c = rank_config(job, ddp, 0);
+    c.validate();
+    Trainer check(c);
+  }
   for (const StrategyRequest& s : job.strategies) {
     try {
       const TrainConfig c = rank_config(job, s, 0);

@@ -8,7 +8,11 @@ Plans a LLaMA model on P pipeline stages x 1 replica with 1f1b and with
     s > 0 sends M boundary gradients to the previous one, M x B*T*D*4 bytes
     for f32 (nothing the other way at either end);
 and that 1f1b-2bp's stage-0 activation peak exceeds 1f1b's: its deferred
-weight gradients keep their inputs after I until W runs.
+weight gradients keep their inputs after I until W runs. Then, on P stages x
+D = 2 replicas with DDP, that what each rank sends among its stage's
+replicas is the all-reduce of its stage's gradients (2 (D-1)/D S = S, S
+within the 512-byte blocks of its gradient memory) plus the step's loss
+all-reduce of two f64 over the world (2 (N-1)/N 16 bytes).
 Exits 1 naming the first figure that does not hold.
 """
 import json
@@ -16,8 +20,8 @@ import subprocess
 import sys
 
 
-def plan(sdp_plan, model, stages, micro, schedule, batch, seq):
-    cmd = [sdp_plan, "--model", model, "--world", str(stages), "--strategies", "ddp",
+def plan(sdp_plan, model, stages, micro, schedule, batch, seq, replicas=1):
+    cmd = [sdp_plan, "--model", model, "--world", str(stages * replicas), "--strategies", "ddp",
            "--pipeline-stages", str(stages), "--micro-batches", str(micro),
            "--schedule", schedule, "--batch", str(batch), "--seq", str(seq),
            "--format", "json"]
@@ -64,6 +68,19 @@ def main():
     if len(stage0_activation) == 2 and not stage0_activation["1f1b-2bp"] > stage0_activation["1f1b"]:
         failures.append(f"stage 0 activation peak: 1f1b-2bp {stage0_activation['1f1b-2bp']} is not "
                         f"above 1f1b {stage0_activation['1f1b']}")
+    world = 2 * stages
+    rep = plan(sdp_plan, model, stages, micro, "1f1b", batch, seq, replicas=2)
+    loss_bytes = 2 * (world - 1) / world * 16
+    for r in rep["strategies"][0]["ranks"]:
+        grads = r["memory"]["peak"]["by_category"]["grad"]
+        gradient_sum = r["replica_bytes_sent"] - loss_bytes
+        # A stage's groups are few; each allocation rounds up to 512 bytes.
+        if not grads - 8 * 512 < gradient_sum <= grads:
+            failures.append(f"D = 2: rank {r['rank']} sends {r['replica_bytes_sent']} bytes among "
+                            f"replicas, expected its gradients ({grads} bytes allocated) + "
+                            f"{loss_bytes}")
+        print(f"D = 2 rank {r['rank']} (stage {r['stage']}): {r['replica_bytes_sent']:.0f} B among "
+              f"replicas, gradient memory {grads:.0f} B")
     for f in failures:
         print("FAIL:", f, file=sys.stderr)
     if failures:
