@@ -158,6 +158,10 @@ TrainConfig rank_config(const PlannerJob& job, const StrategyRequest& s, int ran
 PlannerJob resolve_job(const PlanOptions& o) {
   if (o.world < 1 || o.world > kMaxWorld)
     fail("--world = ", o.world, " is invalid (valid: 1 to ", kMaxWorld, ")");
+  const int64_t P = o.base.parallel.pipeline_stages;
+  if (P > 1 && o.world % P != 0)
+    fail("--world = ", o.world, " is not a multiple of --pipeline-stages = ", P,
+         " (the world is P stages x D replicas; valid: ", P, ", ", 2 * P, ", ", 3 * P, ", ...)");
   PlannerJob job;
   job.world = static_cast<int>(o.world);
   job.format = parse_format(o.format);
