@@ -11,8 +11,19 @@
 # block recomputed before its backward) and B-SDP + FSDP + AC (each storage
 # group sharded over its owners) instead, side by side in the same table.
 #
+# With --pipeline it cuts mini into pipeline stages instead (4 ranks each):
+# P = 2 stages x D = 2 replicas, the replicas of each stage running B-SDP
+# (C = 0.5) among themselves by 1f1b-2bp; then P = 4 x D = 1 by 1f1b,
+# 1f1b-2bp (two-stage backward: weight gradients deferred) and zb-h1. For
+# each run it prints the median step time and, per rank, its stage, bubble,
+# peak memory and bytes sent to its neighbours, and the measured timeline's
+# SVG (out/demo/<run>/timeline.svg: simulated from the measured action costs
+# above, measured below). Fewer, shorter steps than the other demos: the
+# point is the schedules' time and memory, not the loss.
+#
 #   bash scripts/demo.sh                        # the default demo
 #   bash scripts/demo.sh --sharding             # DDP, FSDP+AC, B-SDP+FSDP+AC
+#   bash scripts/demo.sh --pipeline             # P=2 x D=2 B-SDP; P=4: 1f1b, 1f1b-2bp, zb-h1
 #   bash scripts/demo.sh --steps 300 --lr 3e-3  # flags go to every sdp-train run
 #   bash scripts/demo.sh --active-fraction 0.75 # C of the SDP runs
 #
@@ -31,7 +42,8 @@ mkdir -p "$out"
 for a in "$@"; do
   case "$a" in
     --strategy | --strategy=* | --metrics | --metrics=* | --emulate-world* | --emulate-rank* | --dry-run | \
-    --shard | --shard=* | --activation-checkpointing | --activation-checkpointing=*)
+    --shard | --shard=* | --activation-checkpointing | --activation-checkpointing=* | \
+    --pipeline-stages* | --schedule* | --pipeline-timeline*)
       echo "demo: ${a%%=*} is set by the demo for each run; to choose it, run sdp-train" \
            "under mpirun yourself (README: 'Running a strategy yourself')" >&2
       exit 2 ;;
@@ -59,15 +71,28 @@ defaults=(--model mini --data synthetic --batch 8 --seq 64 --steps 150 --lr 1e-2
 fraction=(--active-fraction 0.5)
 user=()
 sharding=false
+pipeline=false
 while [[ $# -gt 0 ]]; do
   case "$1" in
     --sharding) sharding=true; shift ;;
+    --pipeline) pipeline=true; shift ;;
     --active-fraction) [[ $# -ge 2 ]] || { echo "demo: --active-fraction needs a value" >&2; exit 2; }
                        fraction=("$1" "$2"); shift 2 ;;
     --active-fraction=*) fraction=("$1"); shift ;;
     *) user+=("$1"); shift ;;
   esac
 done
+if $sharding && $pipeline; then
+  echo "demo: --sharding and --pipeline are two demos; choose one" >&2
+  exit 2
+fi
+if $pipeline; then
+  # 50 steps of 4 micro-batches (the pipeline's M) of 4 sequences: the four
+  # runs take well under a minute on 2 cores. There the 4 ranks share the
+  # cores, so the measured bubbles include waiting for one.
+  defaults=(--model mini --data synthetic --batch 4 --seq 64 --steps 50 --micro-batches 4
+            --lr 1e-2 --warmup 5 --eval-every 0 --seed 1234)
+fi
 common=()
 for ((i = 0; i < ${#defaults[@]}; i += 2)); do
   flag=${defaults[i]}
@@ -79,7 +104,9 @@ for ((i = 0; i < ${#defaults[@]}; i += 2)); do
 done
 
 # Each run: its name (the metrics and log file) and its flags besides C.
-if $sharding; then
+if $pipeline; then
+  runs=(pp2-b-sdp-1f1b-2bp pp4-1f1b pp4-1f1b-2bp pp4-zb-h1)
+elif $sharding; then
   runs=(ddp fsdp-ac b-sdp-fsdp-ac)
 else
   runs=(ddp b-sdp n-sdp bb-sdp)
@@ -88,6 +115,8 @@ run_flags() {
   case $1 in
     fsdp-ac) echo "--strategy fsdp --activation-checkpointing block" ;;
     b-sdp-fsdp-ac) echo "--strategy b-sdp --shard full --activation-checkpointing block" ;;
+    pp2-b-sdp-1f1b-2bp) echo "--strategy b-sdp --pipeline-stages 2 --schedule 1f1b-2bp" ;;
+    pp4-*) echo "--strategy ddp --pipeline-stages 4 --schedule ${1#pp4-}" ;;
     *) echo "--strategy $1" ;;
   esac
 }
@@ -97,7 +126,8 @@ n=0
 for s in "${runs[@]}"; do
   n=$((n + 1))
   read -ra flags <<<"$(run_flags "$s")"
-  [[ $s != ddp && $s != fsdp-ac ]] && flags+=("${fraction[@]}")
+  [[ $s == ddp || $s == fsdp-ac || $s == pp4-* ]] || flags+=("${fraction[@]}")
+  $pipeline && flags+=(--pipeline-timeline "$out/$s")
   echo "demo: [$n/${#runs[@]}] $s on $ranks ranks (${MPIRUN[*]} -np $ranks, log: $out/$s.log)"
   # Only the evaluation lines are shown; the log keeps the plan, memory and
   # traffic tables sdp-train prints. (stdin closed: mpirun would forward it.)
@@ -111,6 +141,18 @@ for s in "${runs[@]}"; do
 done
 echo "demo: ${#runs[@]} runs in $((SECONDS - start)) s"
 echo
+if $pipeline; then
+  # sdp-train's own per-rank table (peak memory, sent, stage, bubble, bytes
+  # to the neighbours) from each log, with the median step time of rank 0.
+  for s in "${runs[@]}"; do
+    median=$(python3 -c 'import json, sys
+t = sorted(json.loads(l)["seconds"] for l in open(sys.argv[1]) if "\"loss\"" in l)
+print(f"{1e3 * t[len(t) // 2]:.1f}")' "$out/$s.jsonl")
+    echo "== $s: median step $median ms; timeline $out/$s/timeline.svg"
+    awk '/^rank +peak memory/{on=1} on&&/^[^0-9r]/{on=0} on{print "  " $0}' "$out/$s.log"
+  done
+  exit 0
+fi
 files=()
 for s in "${runs[@]}"; do files+=("$out/$s.jsonl"); done
 # The sharding demo is about what the compositions cost, so it adds the step time.

@@ -20,7 +20,10 @@ int main(int argc, char** argv) {
       "sdp-plan: per-rank peak memory and communication of DDP and SDP strategies for a LLaMA "
       "model on N ranks, from one meta-device step of every rank (no MPI, no GPU).\n"
       "Example: sdp-plan --model llama-1b --world 8 --strategies ddp,b-sdp:0.69,n-sdp:0.5 "
-      "--batch 8 --seq 1024"};
+      "--batch 8 --seq 1024\n"
+      "Pipelines: sdp-plan --model mini --world 4 --pipeline-stages 2 --micro-batches 4 "
+      "--schedule 1f1b-2bp (per rank: its stage, activation peak, bytes to its neighbours and "
+      "among its stage's replicas)"};
   app.get_formatter()->column_width(30);
   PlanOptions options;
   add_options(app, options);

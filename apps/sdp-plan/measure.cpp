@@ -71,6 +71,16 @@ StrategySteps measure_strategy(const PlannerJob& job, const StrategyRequest& req
     r.sent_bytes = step.comm["sent_bytes"].get<double>();
     r.gathered_peak_bytes = step.memory["peak"]["by_category"]["gathered"].get<double>();
     r.flops = step.flops;
+    r.activation_peak_bytes = step.memory["peak"]["by_category"]["activation"].get<double>();
+    r.replica_bytes_sent = r.sent_bytes;
+    if (!step.pipeline.is_null()) {
+      r.pipeline = step.pipeline;
+      r.stage = step.pipeline["stage"].get<int>();
+      r.activation_bytes_sent = step.pipeline["activation_bytes_sent"].get<double>();
+      r.gradient_bytes_sent = step.pipeline["gradient_bytes_sent"].get<double>();
+      // The sends to the neighbours are counted among the step's sends too.
+      r.replica_bytes_sent -= r.activation_bytes_sent + r.gradient_bytes_sent;
+    }
     if (request.recompute.enabled()) {
       // The twin without recomputation: the difference is what recomputing
       // costs (the checkpointed blocks' forwards), counted rather than modelled.
@@ -90,7 +100,7 @@ StrategySteps measure_strategy(const PlannerJob& job, const StrategyRequest& req
     out.shard = shard_level_name(config.parallel.shard_level());
     out.activation_checkpointing = config.parallel.recompute().name();
     out.components = L.plan.components();
-    out.owners = L.plan.components() > 0 ? static_cast<int>(L.plan.owners(0).size()) : job.world;
+    out.owners = L.plan.components() > 0 ? static_cast<int>(L.plan.owners(0).size()) : job.replicas();
     out.spectral_gap = L.plan.spectral_gap();
   }
   return out;

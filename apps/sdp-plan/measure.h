@@ -21,6 +21,17 @@ struct RankStep {
   // flops minus the FLOPs of the same rank and composition without
   // recomputation (a second meta step); 0 when nothing is recomputed.
   double recompute_flops = 0;
+  // Pipelined jobs (stage -1 and zeros otherwise). The activation peak is
+  // that category's own peak in the step: where 2BP's deferred weight
+  // gradients show, their inputs kept after I until W runs.
+  int stage = -1;
+  double activation_peak_bytes = 0;  // memory["peak"]["by_category"]["activation"]
+  double activation_bytes_sent = 0;  // to the next stage: M boundary activations
+  double gradient_bytes_sent = 0;    // to the previous stage: M boundary gradients
+  // Everything else the rank sends: the averaging among the stage's
+  // replicas (owner groups) and the step's all-reduce of the loss.
+  double replica_bytes_sent = 0;
+  nlohmann::json pipeline;  // StepResult::pipeline; null without a pipeline
   nlohmann::json memory;   // memory_json() of the step
   nlohmann::json comm;     // CommStats::to_json() of the step
   double seconds = 0;      // building the trainer and running the step (and its twin)

@@ -8,6 +8,7 @@
 #include "engine/parallel/composition.h"
 #include "engine/parallel/strategy.h"
 #include "engine/parallel/strategy_table.h"
+#include "engine/train/trainer.h"
 #include "models/llama/llama_config.h"
 #include "models/registry.h"
 
@@ -80,23 +81,36 @@ void add_options(CLI::App& app, PlanOptions& o) {
   app.add_option("--world", o.world, "Number of ranks N of the job to plan")
       ->check(app::integer_in(int64_t{1}, kMaxWorld))
       ->required();
-  app.add_option("--strategies", o.strategies,
+  auto* strategies = app.add_option("--strategies", o.strategies,
                  format("Comma list of compositions ", kCompositionForms, ": name in ",
                         strategy_names(), ", C in (0, 1] (SDP without C: 0.5; ddp, fsdp: 1); "
                         "+fsdp or +zero3 = full sharding, +zero2 = gradients, +zero1 = optimizer "
                         "state; +ac = every block checkpointed, +ac:K = every K-th. E.g. fsdp+ac, "
                         "b-sdp:0.6875+fsdp+ac, n-sdp:0.5+zero2, ddp+zero1. Plain DDP is added as "
-                        "the baseline when absent"))
+                        "the baseline when absent; with --pipeline-stages the default has no "
+                        "bb-sdp, nb-sdp, which a pipeline refuses"))
       ->capture_default_str();
+  strategies->each([&o](const std::string&) { o.strategies_given = true; });
   app.add_option("--batch", c.batch, "Sequences per micro-batch per rank")
       ->check(app::integer_in(int64_t{1}, L::kBatch))
       ->capture_default_str();
   app.add_option("--seq", c.seq, "Tokens per sequence (<= the model's max_seq)")
       ->check(app::integer_in(int64_t{1}, L::kSeq))
       ->capture_default_str();
-  app.add_option("--grad-accum", c.grad_accum, "Micro-batches per optimizer step")
+  app.add_option("--grad-accum,--micro-batches", c.grad_accum,
+                 "Micro-batches per optimizer step (per replica); with a pipeline, its M")
       ->check(app::integer_in(int64_t{1}, L::kGradAccum))
       ->capture_default_str();
+  app.add_option("--pipeline-stages", p.pipeline_stages,
+                 "Pipeline stages P (1 = none), as in sdp-train: --world is P x D, stage s on "
+                 "ranks s D .. s D + D - 1, each strategy's plan over the D replicas")
+      ->check(app::integer_in(int64_t{1}, L::kPipelineStages))
+      ->capture_default_str();
+  app.add_option("--schedule", p.schedule,
+                 "Pipeline schedule: gpipe, 1f1b, gpipe-2bp, 1f1b-2bp, zb-h1, or file:PATH")
+      ->capture_default_str();
+  app.add_option("--stage-blocks", p.stage_blocks,
+                 "Blocks per pipeline stage, e.g. 2,2 (default: balanced by counted FLOPs)");
   app.add_option("--dtype", c.dtype, "f32, f64 or bf16 (bf16 parameters, f32 masters)")
       ->capture_default_str();
   app.add_option("--plan", p.plan, "Subnet plan construction: cyclic or random")
@@ -144,6 +158,10 @@ TrainConfig rank_config(const PlannerJob& job, const StrategyRequest& s, int ran
 PlannerJob resolve_job(const PlanOptions& o) {
   if (o.world < 1 || o.world > kMaxWorld)
     fail("--world = ", o.world, " is invalid (valid: 1 to ", kMaxWorld, ")");
+  const int64_t P = o.base.parallel.pipeline_stages;
+  if (P > 1 && o.world % P != 0)
+    fail("--world = ", o.world, " is not a multiple of --pipeline-stages = ", P,
+         " (the world is P stages x D replicas; valid: ", P, ", ", 2 * P, ", ", 3 * P, ", ...)");
   PlannerJob job;
   job.world = static_cast<int>(o.world);
   job.format = parse_format(o.format);
@@ -176,7 +194,9 @@ PlannerJob resolve_job(const PlanOptions& o) {
       fail("config: seq = ", b.seq, " exceeds model ", model.name, "'s max_seq ", model.max_seq);
   }
 
-  std::vector<StrategyRequest> requested = parse_strategies(o.strategies);
+  const bool pipelined = b.parallel.pipelined();
+  std::vector<StrategyRequest> requested = parse_strategies(
+      pipelined && !o.strategies_given ? kDefaultPipelineStrategies : o.strategies);
   job.baseline = -1;
   for (size_t i = 0; i < requested.size(); ++i)
     if (requested[i].plain_ddp()) {
@@ -195,10 +215,27 @@ PlannerJob resolve_job(const PlanOptions& o) {
   }
   job.strategies.insert(job.strategies.end(), requested.begin(), requested.end());
 
+  if (pipelined) {
+    // The pipeline's own flags (stage blocks, schedule) first, under their
+    // own names: DDP's rank 0 reaches every check of them.
+    StrategyRequest ddp;
+    ddp.text = ddp.strategy = "ddp";
+    const TrainConfig c = rank_config(job, ddp, 0);
+    c.validate();
+    Trainer check(c);
+  }
   for (const StrategyRequest& s : job.strategies) {
     try {
       const TrainConfig c = rank_config(job, s, 0);
       c.validate();
+      if (pipelined) {
+        // Rank 0's trainer refuses what a pipelined job can: stage blocks
+        // that do not tile the model, a schedule name or file that does not
+        // fit, a plan over the replicas with no owners. On the meta device
+        // building it costs no memory and runs no step.
+        Trainer check(c);
+        continue;
+      }
       // The plan and the storage groups (what the first trainer would refuse).
       SubnetLayout::build(o.base.model, StrategySpec::from_settings(c.parallel, o.base.model),
                           job.world, 0);

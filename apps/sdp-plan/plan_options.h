@@ -15,6 +15,9 @@
 namespace sdp::planner {
 
 inline constexpr const char* kDefaultStrategies = "ddp,b-sdp:0.5,n-sdp:0.5,bb-sdp:0.5,nb-sdp:0.5";
+// The default list with a pipeline: backward masking needs every group on
+// every rank, which a pipeline's stages do not hold, so it is left out.
+inline constexpr const char* kDefaultPipelineStrategies = "ddp,b-sdp:0.5,n-sdp:0.5";
 // C of an SDP item written without one (the default list's value).
 inline constexpr double kDefaultActiveFraction = 0.5;
 
@@ -42,9 +45,12 @@ StrategyRequest parse_strategy_item(const std::string& item);
 
 // Values as given on the command line.
 struct PlanOptions {
-  TrainConfig base;  // model, batch, seq, grad_accum, dtype; parallel: plan, plan_seed, groups
+  // model, batch, seq, grad_accum (a pipeline's M), dtype; parallel: plan,
+  // plan_seed, groups, pipeline_stages, schedule, stage_blocks
+  TrainConfig base;
   int64_t world = 0;
   std::string strategies = kDefaultStrategies;
+  bool strategies_given = false;  // --strategies on the command line
   std::string format = "markdown";
   bool per_rank = false;
   std::string output;  // empty: stdout
@@ -59,6 +65,11 @@ struct PlannerJob {
   int world = 1;
   std::vector<StrategyRequest> strategies;
   int baseline = 0;  // index of DDP in strategies
+  // P > 1: every strategy runs on P stages x world / P replicas (the plan
+  // over the replicas), base.parallel has the schedule and stage blocks.
+  bool pipelined() const { return base.parallel.pipelined(); }
+  // D, the ranks a plan is over: world / P (the whole world without a pipeline).
+  int replicas() const { return world / static_cast<int>(base.parallel.pipeline_stages); }
   OutputFormat format = OutputFormat::markdown;
   bool per_rank = false;
   std::string output;

@@ -1,7 +1,9 @@
 #include "apps/sdp-plan/report.h"
 
 #include <cmath>
+#include <algorithm>
 #include <cstdio>
+#include <functional>
 #include <limits>
 
 #include "engine/core/error.h"
@@ -120,6 +122,42 @@ Units units_for(const StrategySteps& ddp) {
   return u;
 }
 
+// The pipeline's shape, for the setup line ("" without one).
+std::string pipeline_text(const PlannerJob& job) {
+  if (!job.pipelined()) return "";
+  const ParallelSettings& p = job.base.parallel;
+  return format(" Pipeline: ", p.pipeline_stages, " stages x ", job.replicas(),
+                " replicas (stage s on ranks s D .. s D + D - 1, the plan over the D replicas), "
+                "schedule ", p.schedule, ", M = ", job.base.grad_accum, " micro-batches, ",
+                p.stage_blocks.empty() ? std::string("stages balanced by counted FLOPs")
+                                       : "stage blocks " + p.stage_blocks,
+                ".");
+}
+
+// Pipelined jobs: what each rank's stage holds and sends, per strategy.
+std::string pipeline_markdown(const std::vector<Row>& all,
+                              const std::function<std::string(double)>& mem,
+                              const std::function<std::string(double)>& mb,
+                              const std::string& unit) {
+  std::string out = format(
+      "\nPer rank of the pipeline (", unit, "; sent in MB per step): its stage and blocks, its "
+      "peak, the activation category's own peak in the step (2BP's deferred weight gradients "
+      "keep their inputs there until W runs), the boundary activations it sends to the next "
+      "stage and the boundary gradients to the previous one (M messages each), and what it "
+      "sends among the stage's replicas (gradient averaging and the loss all-reduce):\n\n"
+      "| strategy | C | rank | stage | replica | blocks | peak | activation peak | to next "
+      "stage | to previous stage | among replicas |\n"
+      "|---|---:|---:|---:|---:|---|---:|---:|---:|---:|---:|\n");
+  for (const Row& r : all)
+    for (const RankStep& s : r.s.ranks)
+      out += format("| ", r.name(), " | ", r.c(), " | ", s.rank, " | ", s.stage, " | ",
+                    s.pipeline["replica"].get<int>(), " | ",
+                    s.pipeline["blocks"].get<std::string>(), " | ", mem(s.peak_bytes), " | ",
+                    mem(s.activation_peak_bytes), " | ", mb(s.activation_bytes_sent), " | ",
+                    mb(s.gradient_bytes_sent), " | ", mb(s.replica_bytes_sent), " |\n");
+  return out;
+}
+
 std::string markdown(const PlanReport& rep) {
   const TrainConfig& b = rep.job.base;
   const auto model = make_model(b.model);
@@ -135,7 +173,7 @@ std::string markdown(const PlanReport& rep) {
                            "M parameters) on ", rep.job.world, " ranks\n\n");
   out += "One training step of every rank on the meta device: the bytes a CUDA device would "
          "hold (512-byte blocks) and the bytes each rank sends by the ring formulas of docs/ARCHITECTURE.md "
-         "\"Measurements\". " + setup_text(rep) + "\n";
+         "\"Measurements\". " + setup_text(rep) + pipeline_text(rep.job) + "\n";
   out += format("Memory in ", unit, " (2^", unit == "GiB" ? 30 : 20,
                 " bytes). Communication per rank per step in MB (10^6 bytes), MiB (2^20 bytes) "
                 "in brackets. Savings and ratios are against DDP (C = 1).\n\n");
@@ -145,7 +183,7 @@ std::string markdown(const PlanReport& rep) {
                 " | max peak saving vs DDP | sent mean MB [MiB] | sent max MB [MiB] | sent mean "
                 "vs DDP |\n|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n");
   for (const Row& r : all)
-    out += format("| ", r.name(), " | ", r.c(), " | ", r.s.owners, "/", rep.job.world, " | ",
+    out += format("| ", r.name(), " | ", r.c(), " | ", r.s.owners, "/", rep.job.replicas(), " | ",
                   fixed(r.s.spectral_gap, 3), " | ", mem(r.peak.max), " | ", mem(r.peak.mean),
                   " | ", mem(r.peak.min), " | ", percent(r.saving), " | ", mb(r.sent.mean), " [",
                   mib(r.sent.mean), "] | ", mb(r.sent.max), " [", mib(r.sent.max), "] | ",
@@ -182,6 +220,8 @@ std::string markdown(const PlanReport& rep) {
                   " | ", percent(ratio(recompute.mean, flops.mean)), " |\n");
   }
 
+  if (rep.job.pipelined()) out += pipeline_markdown(all, mem, mb, unit);
+
   if (rep.job.per_rank) {
     out += format("\nPer rank: peak memory ", unit, " / sent MB per step.\n\n| rank |");
     for (const Row& r : all) out += " " + r.s.label + " " + r.c() + " |";
@@ -205,6 +245,11 @@ std::string markdown(const PlanReport& rep) {
   return out;
 }
 
+// The pipeline columns of a CSV row.
+struct PipelineFigures {
+  double activation_peak = 0, activations = 0, gradients = 0, replicas = 0;
+};
+
 std::string csv(const PlanReport& rep) {
   const std::vector<std::string> cats = categories();
   std::string out =
@@ -213,13 +258,14 @@ std::string csv(const PlanReport& rep) {
   for (const std::string& c : cats) out += "," + c + "_bytes";
   out += ",saving_vs_ddp,sent_mean_bytes,sent_max_bytes,sent_min_bytes,comm_ratio_vs_ddp,"
          "gathered_peak_bytes,flops_mean,flops_max,recompute_flops_mean,recompute_flops_max,"
-         "shard,activation_checkpointing,label\n";
+         "shard,activation_checkpointing,label,stage,activation_peak_bytes,activation_bytes_sent,"
+         "gradient_bytes_sent,replica_bytes_sent\n";
   const StrategySteps& ddp = rep.strategies[static_cast<size_t>(rep.job.baseline)];
   const Summary ddp_peak = ddp.peak(), ddp_sent = ddp.sent();
   // A rank row is the summary of that one rank, against the same baseline.
   auto line = [&](const Row& r, const std::string& rank, const Summary& peak, const Summary& sent,
                   const Summary& gathered, const Summary& flops, const Summary& recompute,
-                  const RankStep& top) {
+                  const RankStep& top, const std::string& stage, const PipelineFigures& pipe) {
     out += format(r.s.request.strategy, ",", r.c(), ",", r.s.owners, ",", rep.job.world, ",",
                   r.s.components, ",", csv_number(r.s.spectral_gap), ",",
                   r.s.request.requested ? "true" : "false", ",", rank, ",", csv_number(peak.max),
@@ -231,16 +277,29 @@ std::string csv(const PlanReport& rep) {
                   csv_number(ratio(sent.mean, ddp_sent.mean)), ",", csv_number(gathered.max),
                   ",", csv_number(flops.mean), ",", csv_number(flops.max), ",",
                   csv_number(recompute.mean), ",", csv_number(recompute.max), ",", r.s.shard,
-                  ",", r.s.activation_checkpointing, ",", r.s.label, "\n");
+                  ",", r.s.activation_checkpointing, ",", r.s.label, ",", stage, ",",
+                  csv_number(pipe.activation_peak), ",", csv_number(pipe.activations), ",",
+                  csv_number(pipe.gradients), ",", csv_number(pipe.replicas), "\n");
   };
   for (const Row& r : rows(rep)) {
+    // The strategy's row: the largest figure of any rank (stage empty).
+    PipelineFigures most;
+    for (const RankStep& s : r.s.ranks) {
+      most.activation_peak = std::max(most.activation_peak, s.activation_peak_bytes);
+      most.activations = std::max(most.activations, s.activation_bytes_sent);
+      most.gradients = std::max(most.gradients, s.gradient_bytes_sent);
+      most.replicas = std::max(most.replicas, s.replica_bytes_sent);
+    }
     line(r, "all", r.peak, r.sent, r.s.gathered_peak(), r.s.flops(), r.s.recompute_flops(),
-         r.s.ranks[static_cast<size_t>(r.peak.argmax)]);
+         r.s.ranks[static_cast<size_t>(r.peak.argmax)], "", most);
     if (!rep.job.per_rank) continue;
     for (const RankStep& s : r.s.ranks) {
       auto one = [&](double v) { return Summary{v, v, v, s.rank}; };
       line(r, std::to_string(s.rank), one(s.peak_bytes), one(s.sent_bytes),
-           one(s.gathered_peak_bytes), one(s.flops), one(s.recompute_flops), s);
+           one(s.gathered_peak_bytes), one(s.flops), one(s.recompute_flops), s,
+           s.stage < 0 ? std::string() : std::to_string(s.stage),
+           {s.activation_peak_bytes, s.activation_bytes_sent, s.gradient_bytes_sent,
+            s.replica_bytes_sent});
     }
   }
   return out;
@@ -270,7 +329,13 @@ std::string json(const PlanReport& rep) {
                        {"comm", s.comm},
                        {"flops", s.flops},
                        {"recompute_flops", s.recompute_flops},
-                       {"seconds", s.seconds}});
+                       {"seconds", s.seconds},
+                       {"stage", s.stage < 0 ? nlohmann::json() : nlohmann::json(s.stage)},
+                       {"activation_peak_bytes", s.activation_peak_bytes},
+                       {"activation_bytes_sent", s.activation_bytes_sent},
+                       {"gradient_bytes_sent", s.gradient_bytes_sent},
+                       {"replica_bytes_sent", s.replica_bytes_sent},
+                       {"pipeline", s.pipeline}});
     }
     const RankStep& top = r.s.ranks[static_cast<size_t>(r.peak.argmax)];
     strategies.push_back(
@@ -282,7 +347,7 @@ std::string json(const PlanReport& rep) {
          {"requested", r.s.request.requested},
          {"active_fraction", r.s.request.active_fraction},
          {"owners_per_component", r.s.owners},
-         {"effective_active_fraction", static_cast<double>(r.s.owners) / rep.job.world},
+         {"effective_active_fraction", static_cast<double>(r.s.owners) / rep.job.replicas()},
          {"components", r.s.components},
          {"granularity", r.s.granularity},
          {"masking", r.s.masking},
@@ -299,6 +364,13 @@ std::string json(const PlanReport& rep) {
          {"comm_ratio_max_vs_ddp", r.comm_ratio_max},
          {"ranks", ranks}});
   }
+  nlohmann::json pipeline;  // null without one
+  if (rep.job.pipelined())
+    pipeline = {{"stages", b.parallel.pipeline_stages},
+                {"replicas", rep.job.replicas()},
+                {"schedule", b.parallel.schedule},
+                {"micro_batches", b.grad_accum},
+                {"stage_blocks", b.parallel.stage_blocks}};
   const nlohmann::json out = {{"tool", "sdp-plan"},
                               {"model", model->name()},
                               {"parameters", model->parameter_count()},
@@ -317,6 +389,7 @@ std::string json(const PlanReport& rep) {
                               {"units", "bytes"},
                               {"baseline", rep.job.baseline},
                               {"seconds", rep.seconds},
+                              {"pipeline", pipeline},
                               {"strategies", strategies}};
   return out.dump(2) + "\n";
 }

@@ -18,7 +18,9 @@ std::string draw_schedule(const Trainer& trainer, const std::string& dir);
 // (the measured mean cost of each action kind per stage and the boundary
 // bytes, the form sdp-pipeline --costs reads) and DIR/timeline.svg
 // (simulated from those costs, then measured), and returns the measured and
-// simulated bubbles as text ("" elsewhere).
+// simulated bubbles as text ("" elsewhere). An emulated rank (the other
+// stages did not run) writes only DIR/stage<k>_actions.json: its own
+// stage's actions with their measured start and end.
 std::string write_measured_timeline(Trainer& trainer, const std::string& dir);
 
 }  // namespace sdp::app

@@ -27,7 +27,10 @@
 # SDP_CHECK_RESNET_BATCH (128), SDP_CHECK_RESNET_STEPS (20),
 # SDP_CHECK_SHARDING ("on": the sharding and recomputation stage right after
 # ours on the first model; "only": build, then that stage alone; "off"),
-# SDP_CHECK_SHARDING_STEPS (4).
+# SDP_CHECK_SHARDING_STEPS (4),
+# SDP_CHECK_PIPELINE ("on": the pipeline stage after the sharding one;
+# "only": build, then that stage alone; "off"), SDP_CHECK_PIPELINE_STEPS (4),
+# SDP_CHECK_PIPELINE_BATCH (8: sequences per micro-batch; 4 micro-batches).
 set -uo pipefail
 
 START=$(date +%s)
@@ -67,6 +70,10 @@ RESNET_BATCH=${SDP_CHECK_RESNET_BATCH:-128}
 RESNET_STEPS=${SDP_CHECK_RESNET_STEPS:-20}
 SHARDING=${SDP_CHECK_SHARDING:-on}
 SHARDING_STEPS=${SDP_CHECK_SHARDING_STEPS:-4}
+PIPELINE=${SDP_CHECK_PIPELINE:-on}
+PIPELINE_STEPS=${SDP_CHECK_PIPELINE_STEPS:-4}
+PIPELINE_BATCH=${SDP_CHECK_PIPELINE_BATCH:-8}
+PIPELINE_MICRO=4
 case $RESNET in
   on|only|off) ;;
   *) echo "check.sh: SDP_CHECK_RESNET='$RESNET' (valid: on, only, off)" >&2; exit 2 ;;
@@ -75,8 +82,16 @@ case $SHARDING in
   on|only|off) ;;
   *) echo "check.sh: SDP_CHECK_SHARDING='$SHARDING' (valid: on, only, off)" >&2; exit 2 ;;
 esac
-if [[ $RESNET == only && $SHARDING == only ]]; then
-  echo "check.sh: SDP_CHECK_RESNET=only and SDP_CHECK_SHARDING=only exclude each other" >&2
+case $PIPELINE in
+  on|only|off) ;;
+  *) echo "check.sh: SDP_CHECK_PIPELINE='$PIPELINE' (valid: on, only, off)" >&2; exit 2 ;;
+esac
+only=()
+[[ $RESNET == only ]] && only+=(SDP_CHECK_RESNET)
+[[ $SHARDING == only ]] && only+=(SDP_CHECK_SHARDING)
+[[ $PIPELINE == only ]] && only+=(SDP_CHECK_PIPELINE)
+if ((${#only[@]} > 1)); then
+  echo "check.sh: ${only[*]} are each =only and exclude each other (one stage alone per run)" >&2
   exit 2
 fi
 ORIG_LD_LIBRARY_PATH=${LD_LIBRARY_PATH:-}
@@ -112,6 +127,7 @@ if ((DRY)); then
   BATCH=2 SEQ=64 STEPS=6
   RESNET_MODEL=resnet-tiny RESNET_BATCH=8 RESNET_STEPS=6
   SHARDING_STEPS=2
+  PIPELINE_STEPS=2 PIPELINE_BATCH=2
   RUN_DEVICE=cpu RUN_DTYPE=f32
   CPU_TESTS=${SDP_CHECK_CPU_TESTS-^comm}
 else
@@ -135,11 +151,15 @@ fi
   echo "resnet_steps=$RESNET_STEPS"
   echo "sharding=$SHARDING"
   echo "sharding_steps=$SHARDING_STEPS"
+  echo "pipeline=$PIPELINE"
+  echo "pipeline_steps=$PIPELINE_STEPS"
+  echo "pipeline_batch=$PIPELINE_BATCH"
+  echo "pipeline_micro_batches=$PIPELINE_MICRO"
 } > "$RES/config.txt"
 
 export REPO HERE WORK LOGS RES PREFIX BUILD JOBS TARGETS BATCH SEQ STEPS CPU_TESTS DRY
 export PY_TORCH PY OPENBLAS_DIR SDP_TRAIN RUN_DEVICE RUN_DTYPE ORIG_LD_LIBRARY_PATH
-export RESNET_MODEL RESNET_BATCH RESNET_STEPS SHARDING_STEPS
+export RESNET_MODEL RESNET_BATCH RESNET_STEPS SHARDING_STEPS PIPELINE_STEPS PIPELINE_BATCH PIPELINE_MICRO
 
 # ---- stage bookkeeping ----------------------------------------------------
 record() {  # NAME STATUS SECONDS LIMIT NOTE
@@ -533,9 +553,60 @@ st_sharding() {  # MODEL
   return $rc
 }
 
+# Pipelines: each rank of a 2-stage pipeline (P = 2, D = 1, M = 4) of MODEL
+# runs alone on this GPU as an emulated rank (--emulate-world 2
+# --emulate-rank 0, then 1): its stage's forwards, input and weight
+# gradients are real, its sends and receives to the other stage counted and
+# not run, so the times are the stage's compute without its waits. For 1f1b
+# and 1f1b-2bp (two-stage backward: W deferred), each rank writes with
+# --pipeline-timeline its stage's measured actions of the last step
+# (pipeline_<schedule>_r<rank>/stage<k>_actions.json: the per-action costs
+# that a costs file for sdp-pipeline is made of) and its metrics, and a meta
+# --dry-run of the same rank gives the predicted peak. The manifest
+# pipeline.tsv lists the runs; summarize.py makes the table (per-kind mean
+# action ms, peak and activation peak on the device and on meta). An
+# emulated receive moves nothing, so a stage's input is whatever its buffer
+# held and its loss may be NaN: --skip-nonfinite keeps such steps going (no
+# update is applied; the times and bytes are what this check is for).
+pipeline_run() {  # MODEL SCHEDULE RANK
+  local model=$1 sched=$2 rank=$3 rc_run rc_meta t0
+  local tag="${sched}_r${rank}"
+  local dir=$RES/pipeline_$tag run_file=$RES/pipeline_${tag}_run.jsonl
+  local meta_file=$RES/pipeline_${tag}_meta.jsonl
+  rm -rf "$dir" "$run_file" "$meta_file"
+  local common=(--model "$model" --batch "$PIPELINE_BATCH" --seq "$SEQ" --dtype "$RUN_DTYPE"
+                --eval-every 0 --progress false --emulate-world 2 --emulate-rank "$rank"
+                --pipeline-stages 2 --micro-batches "$PIPELINE_MICRO" --schedule "$sched"
+                --skip-nonfinite "$PIPELINE_STEPS")
+  echo "== $tag: $SDP_TRAIN --device $RUN_DEVICE ${common[*]}"
+  t0=$(date +%s)
+  "$SDP_TRAIN" --device "$RUN_DEVICE" "${common[@]}" --steps "$PIPELINE_STEPS" \
+    --pipeline-timeline "$dir" --metrics "$run_file"
+  rc_run=$?
+  "$SDP_TRAIN" --dry-run "${common[@]}" --metrics "$meta_file" > /dev/null
+  rc_meta=$?
+  echo "== $tag: run exit $rc_run, meta exit $rc_meta, $(($(date +%s) - t0)) s"
+  printf '%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n' "$tag" "$sched" "$rank" "$(basename "$dir")" \
+    "$(basename "$run_file")" "$(basename "$meta_file")" "$rc_run" "$rc_meta" >> "$RES/pipeline.tsv"
+  ((rc_run == 0 && rc_meta == 0))
+}
+
+st_pipeline() {  # MODEL
+  local model=$1 sched rank rc=0
+  : > "$RES/pipeline.tsv"
+  for sched in 1f1b 1f1b-2bp; do
+    for rank in 0 1; do
+      pipeline_run "$model" "$sched" "$rank" || rc=1
+    done
+  done
+  # The stage fails when a run failed or left no measured actions.
+  "$PY" "$HERE/summarize.py" --work "$WORK" --pipeline-check || rc=1
+  return $rc
+}
+
 export -f with_original_library_path st_env st_gemm st_deps st_configure st_build st_predict st_cuda_tests \
   st_cuda_tests_list st_nccl_smoke st_cpu_tests with_smi st_ours st_ours_sdp st_torch st_resnet \
-  sharding_flags sharding_run st_sharding
+  sharding_flags sharding_run st_sharding pipeline_run st_pipeline
 
 # ---- the run --------------------------------------------------------------
 say "repo $REPO, work $WORK, out $OUT, budget ${BUDGET_S} s$( ((DRY)) && echo ", DRY: $DRY_REASON")"
@@ -584,6 +655,14 @@ if [[ $RESNET == only ]]; then
 fi
 
 first=${MODELS[0]}
+if [[ $PIPELINE == only ]]; then
+  stage "pipeline_$first" 300 40 st_pipeline "$first"
+  refresh_out
+  say "done in $(($(date +%s) - START)) s (SDP_CHECK_PIPELINE=only); in $OUT: summary.md results.json failures.txt logs.tar.gz"
+  echo
+  cat "$OUT/summary.md" 2>/dev/null || tail -n 20 "$LOGS/summarize.log" 2>/dev/null
+  exit 0
+fi
 if [[ $SHARDING == only ]]; then
   stage "sharding_$first" 300 40 st_sharding "$first"
   refresh_out
@@ -602,6 +681,7 @@ stage nccl_smoke 60 15 st_nccl_smoke
 if [[ -x $SDP_TRAIN ]]; then
   stage "ours_$first" 150 40 st_ours "$first" "$STEPS"
   [[ $SHARDING == on ]] && stage "sharding_$first" 120 40 st_sharding "$first"
+  [[ $PIPELINE == on ]] && stage "pipeline_$first" 90 30 st_pipeline "$first"
 else
   skip "ours_$first" "sdp-train was not built"
 fi

@@ -28,6 +28,14 @@ emulated 8-rank job, or the real one-rank NCCL job), the first step's peak
 bytes per category on the device against a meta --dry-run of the same
 step, which must agree byte for byte on CUDA. `--sharding-check` prints
 that comparison alone and exits 1 when a run failed or a figure differs.
+
+The pipeline stage (check.sh st_pipeline) gets one as well: per schedule
+(1f1b, 1f1b-2bp) and stage of a 2-stage pipeline, each rank run alone as an
+emulated rank, the mean measured ms of each action kind in the last step
+(F, B, I, W; sends and receives are counted, not run), the median step,
+and the peak and activation peak on the device against a meta --dry-run.
+`--pipeline-check` prints those rows alone and exits 1 when a run failed or
+left no measured actions.
 """
 
 import argparse
@@ -446,6 +454,136 @@ def sharding_check(work):
 
 # ---- formatting -------------------------------------------------------------
 
+# ---- the pipeline stage -----------------------------------------------------
+
+ACTION_KINDS = ("F", "B", "I", "W")
+
+
+def action_costs(actions):
+    """Mean seconds of each compute action kind (F, B, I, W) of one stage's list."""
+    by_kind = {}
+    for a in actions or []:
+        name = str(a.get("action", ""))
+        kind = name.rstrip("0123456789")
+        if kind in ACTION_KINDS and isinstance(a.get("start"), (int, float)) \
+                and isinstance(a.get("end"), (int, float)):
+            by_kind.setdefault(kind, []).append(a["end"] - a["start"])
+    return {k: sum(v) / len(v) for k, v in by_kind.items()}
+
+
+def pipeline_runs(res):
+    """One row per line of pipeline.tsv: an emulated pipeline rank's measured actions and memory."""
+    rows = []
+    for line in (read_text(os.path.join(res, "pipeline.tsv")) or "").splitlines():
+        cols = line.split("\t")
+        if len(cols) < 8:
+            continue
+        tag, sched, rank, run_dir, run_file, meta_file, rc_run, rc_meta = cols[:8]
+        steps = [r for r in read_jsonl(os.path.join(res, run_file))
+                 if isinstance(r, dict) and "step" in r and "memory" in r]
+        meta = next((r for r in read_jsonl(os.path.join(res, meta_file))
+                     if isinstance(r, dict) and r.get("dry_run")), None)
+        row = {"tag": tag, "schedule": sched, "rank": rank, "rc_run": rc_run,
+               "rc_meta": rc_meta, "steps": len(steps)}
+        problems = []
+        if rc_run != "0":
+            problems.append(f"run exit {rc_run}")
+        if rc_meta != "0":
+            problems.append(f"meta exit {rc_meta}")
+        stage = None
+        if steps and isinstance(steps[-1].get("pipeline"), dict):
+            stage = steps[-1]["pipeline"].get("stage")
+        row["stage"] = stage
+        actions_file = os.path.join(res, run_dir, f"stage{stage}_actions.json")
+        actions = None
+        if stage is not None:
+            try:  # one JSON document, possibly over many lines (read_json takes the last line)
+                actions = json.loads(read_text(actions_file) or "null")
+            except ValueError:
+                actions = None
+        if not isinstance(actions, dict) or not actions.get("actions"):
+            problems.append(f"no measured actions ({run_dir}/stage{stage}_actions.json)")
+            actions = {}
+        row["action_seconds"] = action_costs(actions.get("actions"))
+        row["actions_seconds_total"] = actions.get("seconds")
+        timed = [float(r["seconds"]) for r in steps[1:] if isinstance(r.get("seconds"), (int, float))]
+        row["step_s"] = statistics.median(timed) if timed else None
+        if steps:
+            total, by_cat, _ = memory_figures(steps[0].get("memory"))
+            row.update(peak=total, activation_peak=by_cat.get("activation"))
+        if meta is not None:
+            m_total, m_by_cat, _ = memory_figures(meta.get("memory"))
+            row.update(meta_peak=m_total, meta_activation_peak=m_by_cat.get("activation"))
+        row["problems"] = problems
+        row["status"] = "ok" if not problems else "; ".join(problems)
+        rows.append(row)
+    return rows
+
+
+def two_bp_note(rows):
+    """Whether 1f1b-2bp's stage-0 activation peak exceeds 1f1b's, on the device and on meta."""
+    by = {(r["schedule"], r.get("stage")): r for r in rows}
+    a, b = by.get(("1f1b", 0)), by.get(("1f1b-2bp", 0))
+    if not a or not b:
+        return None
+    out = []
+    for key, what in (("activation_peak", "device"), ("meta_activation_peak", "meta")):
+        if a.get(key) and b.get(key):
+            out.append(f"{what} {b[key] / a[key]:.2f}x")
+    return "stage 0 activation peak, 1f1b-2bp / 1f1b: " + (", ".join(out) or "-")
+
+
+def pipeline_markdown(s):
+    rows = s.get("pipeline_runs") or []
+    config = s["config"]
+    if not rows:
+        if config.get("pipeline", "off") != "off":
+            return ["", "Pipeline: no results (see the stages above)"]
+        return []
+    lines = ["", f"Pipeline: {config.get('models', '?').split()[0]}, 2 stages, "
+             f"{config.get('pipeline_micro_batches')} micro-batches of "
+             f"{config.get('pipeline_batch')} x seq {config.get('seq')}, "
+             f"{config.get('pipeline_steps')} steps per run on {config.get('device', '?')}; each "
+             "rank run alone (emulated: sends and receives counted, not run); action ms: the "
+             "mean of each kind in the last step; step ms: the median after step 1; peaks: step 1 "
+             "on the device and a meta --dry-run", ""]
+    body = []
+    for r in rows:
+        cost = r.get("action_seconds") or {}
+        body.append((r["schedule"], "-" if r.get("stage") is None else str(r["stage"]),
+                     r["status"][:60],
+                     *[num(cost[k] * 1e3, 2) if k in cost else "-" for k in ACTION_KINDS],
+                     num(r["step_s"] * 1e3, 1) if r.get("step_s") else "-",
+                     mib(r.get("peak")), mib(r.get("meta_peak")),
+                     mib(r.get("activation_peak")), mib(r.get("meta_activation_peak"))))
+    lines += table(["schedule", "stage", "result", "F ms", "B ms", "I ms", "W ms", "step ms",
+                    "peak MiB (device)", "peak MiB (meta)", "activation MiB (device)",
+                    "activation MiB (meta)"], body)
+    note = two_bp_note(rows)
+    if note:
+        lines += ["", note]
+    return lines
+
+
+def pipeline_check(work):
+    """Prints the pipeline stage's rows; 1 when a run failed or left no measured actions."""
+    rows = pipeline_runs(os.path.join(work, "results"))
+    if not rows:
+        print("pipeline check: no runs in pipeline.tsv")
+        return 1
+    bad = 0
+    for r in rows:
+        bad += bool(r["problems"])
+        cost = ", ".join(f"{k} {v * 1e3:.3f} ms" for k, v in sorted(r["action_seconds"].items()))
+        print(f"{r['tag']}: {r['status']}; stage {r.get('stage')}; {cost or 'no actions'}; "
+              f"peak device {r.get('peak')}, meta {r.get('meta_peak')}")
+    note = two_bp_note(rows)
+    if note:
+        print(note)
+    print(f"pipeline check: {len(rows) - bad} of {len(rows)} runs ok")
+    return 1 if bad else 0
+
+
 def gib(value):
     return "-" if value is None else f"{value / GIB:.2f} GiB"
 
@@ -530,7 +668,8 @@ def summarize(work):
     return {"config": config, "env": env, "stages": stages, "gemm": gemm, "tests": tests,
             "runs": runs, "dry": dry, "measured_peak_tflops": measured_peak,
             "resnet_runs": resnet_runs(res, config, measured_peak),
-            "sharding_runs": sharding_runs(res, dry)}
+            "sharding_runs": sharding_runs(res, dry),
+            "pipeline_runs": pipeline_runs(res)}
 
 
 def markdown(s):
@@ -625,6 +764,7 @@ def markdown(s):
         lines.append("; ".join(notes))
     lines += resnet_markdown(s)
     lines += sharding_markdown(s)
+    lines += pipeline_markdown(s)
     return "\n".join(lines) + "\n"
 
 
@@ -688,7 +828,11 @@ def main(argv=None):
     p.add_argument("--failures")
     p.add_argument("--sharding-check", action="store_true",
                    help="only compare the sharding stage's runs with meta; exit 1 on a difference")
+    p.add_argument("--pipeline-check", action="store_true",
+                   help="only print the pipeline stage's runs; exit 1 when one failed")
     args = p.parse_args(argv)
+    if args.pipeline_check:
+        return pipeline_check(args.work)
     if args.sharding_check:
         return sharding_check(args.work)
     s = summarize(args.work)

@@ -106,6 +106,12 @@ void ParallelSettings::validate() const {
               " is not supported: backward masking keeps every group on every rank, a "
               "pipeline keeps each stage's on that stage's ranks (valid with a pipeline: ",
               pipeline_strategy_names(), ")");
+    if (level != ShardLevel::none && row.implied_shard)
+      invalid("strategy", row.name, " (ddp with shard = '", shard_level_name(level),
+              "') with pipeline_stages = ", pipeline_stages,
+              " is not supported: sharded groups move per micro-batch, which a pipeline's "
+              "interleaved micro-batches do not fit yet (valid with a pipeline: ",
+              pipeline_strategy_names(), ", unsharded)");
     if (level != ShardLevel::none)
       invalid("shard", "'", shard_level_name(level), "' with pipeline_stages = ", pipeline_stages,
               " is not supported: sharded groups move per micro-batch, which a pipeline's "

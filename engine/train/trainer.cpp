@@ -214,7 +214,10 @@ void Trainer::build_pipeline() {
     schedule = pipeline::with_communication(schedule);  // the sends and receives, listed
     pipeline::validate(schedule);
   } catch (const Error& e) {
-    throw CollectiveError(format("config: schedule = '", p.schedule, "': ", e.what()));
+    // A generated schedule's error lists the names; a file is the other form.
+    const bool named = p.schedule.rfind("file:", 0) != 0;
+    throw CollectiveError(format("config: schedule = '", p.schedule, "': ", e.what(),
+                                 named ? "; or file:PATH, a schedule JSON" : ""));
   }
   // Each replica's P ranks, in stage order: one group per replica, built by
   // every rank in turn (subgroup, which the emulated world can build too).
