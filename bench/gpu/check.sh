@@ -565,9 +565,10 @@ st_sharding() {  # MODEL
 # --dry-run of the same rank gives the predicted peak. The manifest
 # pipeline.tsv lists the runs; summarize.py makes the table (per-kind mean
 # action ms, peak and activation peak on the device and on meta). An
-# emulated receive moves nothing, so a stage's input is whatever its buffer
-# held and its loss may be NaN: --skip-nonfinite keeps such steps going (no
-# update is applied; the times and bytes are what this check is for).
+# emulated receive moves nothing (the executor fills it with zeros), so the
+# losses are not a job's; --skip-nonfinite keeps going should one still
+# overflow (no update is applied; the times and bytes are what this check
+# is for).
 pipeline_run() {  # MODEL SCHEDULE RANK
   local model=$1 sched=$2 rank=$3 rc_run rc_meta t0
   local tag="${sched}_r${rank}"

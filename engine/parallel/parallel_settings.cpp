@@ -82,8 +82,9 @@ void ParallelSettings::validate() const {
   if (!row.takes_fraction && active_fraction != 1.0)
     invalid("active_fraction", active_fraction, " needs an SDP strategy (", row.name,
             " trains the whole model on every rank: C = 1)");
-  if (plan != "cyclic" && plan != "random")
-    invalid("plan", "'", plan, "' is invalid (valid: cyclic, random)");
+  if (plan != "cyclic" && plan != "random" && !(plan.rfind("file:", 0) == 0 && plan.size() > 5))
+    invalid("plan", "'", plan, "' is invalid (valid: cyclic, random, file:PATH of an ownership "
+            "matrix)");
   count("ffn_groups", ffn_groups, 0, L::kGroups);
   count("head_groups", head_groups, 0, L::kGroups);
   count("channel_groups", channel_groups, 0, L::kGroups);

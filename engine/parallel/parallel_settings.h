@@ -34,7 +34,11 @@ struct ParallelSettings {
   // averaged among each component's owners
   std::string strategy = "ddp";         // a name of strategy_table(): ddp | fsdp | b-sdp | ...
   double active_fraction = 1.0;         // C: share of components each rank owns (ddp, fsdp: 1)
-  std::string plan = "cyclic";          // cyclic | random
+  // cyclic | random | file:PATH: a JSON file {"matrix": ["1010", "0101"]},
+  // one string of 0/1 per rank (replica), one character per maskable
+  // component (the "matrix" a run's plan JSON has), e.g. to give a job
+  // without a pipeline the plan of one with.
+  std::string plan = "cyclic";
   uint64_t plan_seed = 0;               // random plans
   int64_t ffn_groups = 0;               // neuron strategies: FFN unit groups per block
   int64_t head_groups = 0;              //   and attention head groups per block

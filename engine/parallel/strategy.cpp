@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <map>
 
+#include "engine/checkpoint/json_file.h"
 #include "engine/core/config_limits.h"
 #include "engine/core/error.h"
 
@@ -15,7 +16,10 @@ StrategySpec StrategySpec::from_settings(const ParallelSettings& p, const std::s
   s.granularity = row.granularity;
   s.masking = row.masking;
   s.active_fraction = p.active_fraction;
-  s.construction = parse_plan_construction(p.plan);
+  if (p.plan.rfind("file:", 0) == 0)
+    s.plan_file = p.plan.substr(5);
+  else
+    s.construction = parse_plan_construction(p.plan);
   s.plan_seed = p.plan_seed;
   // 0 = automatic (models/registry.h), so that every model has a valid default.
   // Narrowed to int only within the config's bound: a wrapped count would
@@ -41,11 +45,41 @@ std::string StrategySpec::describe() const {
   const StrategyRow* row = find_strategy(name);
   SDP_CHECK(row, "strategy '", name, "' is not in the strategy table");
   if (!row->takes_fraction) return std::string(row->display);
-  return format(row->display, " (C = ", active_fraction, ", ", plan_construction_name(construction),
+  return format(row->display, " (C = ", active_fraction, ", ",
+                plan_file.empty() ? std::string(plan_construction_name(construction))
+                                  : "plan " + plan_file,
                 ")");
 }
 
 namespace {
+
+// {"matrix": ["1010", "0101"]}: one row per rank, one column per component.
+SubnetPlan read_plan_file(const std::string& path, int ranks, int components) {
+  const nlohmann::json j = checkpoint::read_json_file(path);
+  const auto where = [&] { return format("plan file '", path, "'"); };
+  if (!j.is_object() || !j.contains("matrix") || !j["matrix"].is_array())
+    fail(where(), ": expected {\"matrix\": [\"0101...\", ...]} (one string per rank)");
+  const nlohmann::json& rows = j["matrix"];
+  if (static_cast<int>(rows.size()) != ranks)
+    fail(where(), " has ", rows.size(), " rows; this job's plan has ", ranks, " ranks",
+         " (data-parallel replicas of a pipeline stage count once)");
+  std::vector<std::vector<bool>> owns;
+  for (size_t r = 0; r < rows.size(); ++r) {
+    if (!rows[r].is_string()) fail(where(), ": row ", r, " is not a string of 0 and 1");
+    const std::string row = rows[r].get<std::string>();
+    if (static_cast<int>(row.size()) != components)
+      fail(where(), ": row ", r, " has ", row.size(), " columns; the model has ", components,
+           " maskable components");
+    std::vector<bool> bits;
+    for (char c : row) {
+      if (c != '0' && c != '1') fail(where(), ": row ", r, " has '", c, "' (valid: 0, 1)");
+      bits.push_back(c == '1');
+    }
+    owns.push_back(std::move(bits));
+  }
+  return SubnetPlan::from_matrix(std::move(owns));
+}
+
 std::string owners_name(const std::vector<int>& owners, int world) {
   if (static_cast<int>(owners.size()) == world) return "owners:all";
   std::string s = "owners:";
@@ -116,7 +150,9 @@ SubnetLayout SubnetLayout::build(const std::string& model, const StrategySpec& s
   req.construction = spec.construction;
   req.seed = spec.plan_seed;
   try {
-    if (!L.pipelined()) {
+    if (!spec.plan_file.empty()) {
+      L.plan = read_plan_file(spec.plan_file, L.replicas, static_cast<int>(maskable.size()));
+    } else if (!L.pipelined()) {
       L.plan = SubnetPlan::build(req);
     } else {
       // One plan per stage over its own components, so that every replica

@@ -39,6 +39,14 @@ StageStepResult StageExecutor::run(const std::vector<MicroBatchData>& batches, d
   const Device device = model_.allocator().device();
   Allocator& alloc = model_.allocator();
   const int first_block = model_.stage().first_block;
+  // An emulated rank's peers are absent and its receives move nothing:
+  // zeros then stand in for their data, so the stage computes on finite
+  // values rather than on whatever the fresh buffer held.
+  const bool emulated = pipe_ && pipe_->backend() == "emulated";
+  auto receive = [&](Tensor& buffer, int peer) {
+    if (emulated && device != Device::meta) ops::fill(buffer, 0.0);
+    pipe_->recv(buffer, peer);
+  };
 
   StageStepResult r;
   // Per micro-batch, what moves between actions of this stage.
@@ -65,7 +73,7 @@ StageStepResult StageExecutor::run(const std::vector<MicroBatchData>& batches, d
         const std::vector<int64_t> shape = model_.stage_input_shape(data.inputs, first_block);
         OwnedTensor x(alloc, Shape(shape.begin(), shape.end()), model_.dtype(),
                       MemCategory::activation);
-        pipe_->recv(*x, stage_ - 1);
+        receive(*x, stage_ - 1);
         received[mb] = std::move(x);
         break;
       }
@@ -84,7 +92,7 @@ StageStepResult StageExecutor::run(const std::vector<MicroBatchData>& batches, d
       case ActionKind::recv_grad: {
         const Tensor& y = model_.stage_output(mb);
         OwnedTensor dy(alloc, y.shape(), y.dtype(), MemCategory::activation);
-        pipe_->recv(*dy, stage_ + 1);
+        receive(*dy, stage_ + 1);
         output_grads[mb] = std::move(dy);
         break;
       }

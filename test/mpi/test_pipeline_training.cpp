@@ -9,6 +9,7 @@
 
 #include <cmath>
 #include <filesystem>
+#include <fstream>
 #include <string>
 
 #include "engine/pipeline/schedule.h"
@@ -120,8 +121,22 @@ TEST_CASE("pipeline x DDP and pipeline x B-SDP equal their non-pipelined twins",
     c.parallel.strategy = strategy;
     c.parallel.active_fraction = std::string(strategy) == "ddp" ? 1.0 : 0.5;
     Trainer pipelined(c, world());
-    Trainer twin(twin_of(c), *pair);
+    // A pipeline plans each stage's blocks among its replicas on its own
+    // (every replica owns its share of every stage); the twin takes that
+    // ownership matrix from a plan file.
+    const std::string plan = same_path_everywhere("sdp-pipeline-plan") + ".json";
+    if (rank() == 0) {
+      std::ofstream out(plan);
+      out << nlohmann::json{{"matrix", pipelined.layout().plan.to_json()["matrix"]}}.dump();
+    }
+    MPI_Barrier(MPI_COMM_WORLD);
+    TrainConfig t = twin_of(c);
+    t.parallel.plan = "file:" + plan;
+    Trainer twin(t, *pair);
+    CHECK(twin.layout().plan.hash() == pipelined.layout().plan.hash());
     expect_same_training(pipelined, twin, 3, false);
+    MPI_Barrier(MPI_COMM_WORLD);
+    if (rank() == 0) fs::remove(plan);
   }
 }
 
