@@ -130,7 +130,30 @@ std::string stage_table(const ModelStages& m, const pipeline::SimulationCosts& c
 }
 
 // The costs the model case gives, with its table for the report.
-pipeline::SimulationCosts costs_from_model(const Options& o, int P, std::string& table, std::string& source) {
+// The per-stage figures and rates of the model case, for --json.
+nlohmann::json model_json(const ModelStages& m, const ComputeRates& rates, const std::vector<double>& error) {
+  nlohmann::json stages = nlohmann::json::array();
+  for (const ModelStage& s : m.stages)
+    stages.push_back({{"first_block", s.flops.span.first_block},
+                      {"end_block", s.flops.span.end(m.blocks)},
+                      {"forward_flops", s.flops.forward_flops},
+                      {"input_grad_flops", s.flops.backward_input_flops},
+                      {"weight_grad_flops", s.flops.backward_weight_flops},
+                      {"activation_bytes", s.activation_bytes},
+                      {"weight_grad_bytes", s.weight_grad_bytes},
+                      {"received_bytes", s.flops.received_bytes},
+                      {"param_numel", s.flops.param_numel}});
+  return {{"case", m.model_case.describe()},
+          {"model", m.model_case.model},
+          {"blocks", m.blocks},
+          {"stages", stages},
+          {"rates", {{"forward", rates.forward}, {"input_grad", rates.input_grad}, {"weight_grad", rates.weight_grad}}},
+          {"rates_source", rates.source},
+          {"calibration_stage_error", error}};
+}
+
+pipeline::SimulationCosts costs_from_model(const Options& o, int P, std::string& table, std::string& source,
+                                           nlohmann::json& json) {
   if (o.batch < 1 || o.seq < 1) fail("--model ", o.model, " needs --batch and --seq (both >= 1)");
   if (!o.costs.empty()) fail("--model and --costs are exclusive (costs come from one or the other)");
   if ((o.flops_per_second > 0) == !o.calibrate.empty())
@@ -139,6 +162,7 @@ pipeline::SimulationCosts costs_from_model(const Options& o, int P, std::string&
   const ModelStages stages = count_model_stages(c);
   ComputeRates rates;
   std::string calibration;
+  std::vector<double> error;
   if (o.flops_per_second > 0) {
     rates = uniform_rates(o.flops_per_second);
   } else {
@@ -157,7 +181,6 @@ pipeline::SimulationCosts costs_from_model(const Options& o, int P, std::string&
            c.model, " a ", model_family_name(model_family(c.model)),
            " one (valid: a measured run of the same family)");
     const ModelStages measured = count_model_stages(m);
-    std::vector<double> error;
     rates = calibrated_rates(measured, measured_costs, &error);
     calibration = "calibration on " + o.calibrate + ": per measured stage, largest error of F, I, W times:";
     for (size_t s = 0; s < error.size(); ++s) calibration += " stage " + std::to_string(s) + " " + fixed2(100 * error[s]) + "%";
@@ -165,6 +188,7 @@ pipeline::SimulationCosts costs_from_model(const Options& o, int P, std::string&
   }
   const pipeline::SimulationCosts costs = model_costs(stages, rates);
   table = stage_table(stages, costs) + calibration;
+  json = model_json(stages, rates, error);
   source = "model " + o.model + ", " + rates.source;
   if (!o.write_costs.empty()) checkpoint::write_json_atomically(o.write_costs, pipeline::costs_to_json(costs));
   return costs;
@@ -186,8 +210,9 @@ int run(const Options& o) {
   SimulationCosts costs;
   report.costs_source = "uniform defaults (F = I = W = 1, B = 2; 1 byte per activation set, no W state, free links)";
   std::string model_table;
+  nlohmann::json model_figures;
   if (!o.model.empty()) {
-    costs = costs_from_model(o, P, model_table, report.costs_source);
+    costs = costs_from_model(o, P, model_table, report.costs_source, model_figures);
   } else {
     if (o.batch || o.seq || !o.stage_blocks.empty() || o.flops_per_second > 0 || !o.calibrate.empty() ||
         !o.write_costs.empty())
@@ -200,7 +225,9 @@ int run(const Options& o) {
   for (auto& s : report.schedules) s.result = simulate(s.schedule, costs);
 
   if (o.json) {
-    std::fputs((render_json(report).dump(2) + "\n").c_str(), stdout);
+    nlohmann::json j = render_json(report);
+    if (!model_figures.is_null()) j["model"] = model_figures;
+    std::fputs((j.dump(2) + "\n").c_str(), stdout);
   } else {
     std::fputs((model_table + render_text(report)).c_str(), stdout);
   }
