@@ -107,6 +107,12 @@ for p in 4 8; do
     done
   done
 done
+# The measured case itself, simulated at 2 stages: how close the calibrated
+# model comes to the measured steps and activation peaks.
+for m in "${mbs[@]}"; do
+  "$PIPE" --model "$MODEL" --batch "$BATCH" --seq "$SEQ" --stages 2 --micro-batches "$m" \
+    --calibrate "$calib" --compare gpipe,1f1b-2bp,zb-h1 --json >"$sim/$MODEL-p2-m$m.json"
+done
 # The calibrated forward rate (FLOP/s) of the measured run, for the ResNet.
 forward_rate=$("$PIPE" --model "$MODEL" --batch "$BATCH" --seq "$SEQ" --stages 2 --micro-batches 1 \
                  --calibrate "$calib" --json | python3 -c "import json, sys; print('%.6g' % json.load(sys.stdin)['model']['rates']['forward'])")

@@ -58,24 +58,35 @@ def measured_table(directory, model, microbatches, schedules):
                 hit = re.search(r"measured ([0-9.]+) ms, simulated from its action costs ([0-9.]+) ms", f.read())
             if hit:
                 sim = "%.2f / %.2f" % (float(hit.group(1)) / 1e3, float(hit.group(2)) / 1e3)
-            rows.append((m, s, step, [d["seconds"] for d in timed], bubble, peak, at_peak, sim))
+            model_sim = ""
+            sim_file = os.path.join(directory, "sim", "%s-p2-m%d.json" % (model, m))
+            if os.path.exists(sim_file):
+                with open(sim_file) as f:
+                    by = {x["name"]: x for x in json.load(f)["schedules"]}
+                if s in by:
+                    model_sim = "%.2f / %.0f" % (by[s]["makespan"], by[s]["peak_memory_bytes"][0] / MIB)
+            rows.append((m, s, step, [d["seconds"] for d in timed], bubble, peak, at_peak, sim, model_sim))
     out = ["Measured: %s, 2 ranks = 2 stages, 1 thread each. Step: median of steps 2..N (all listed);"
            " bubble: each stage's idle share of its step (median); peak: each rank's peak bytes in the"
            " last step; stage 0 by category at its peak (param / grad / optim / activation)." % model, "",
            "| M | schedule | step (s) | steps 2..N (s) | vs 1f1b | bubble s0 / s1 | peak s0 / s1 (MiB) "
-           "| stage 0 at peak: param / grad / optim / activation (MiB) | last step measured / simulated from its costs (s) |",
-           "|---|---|---|---|---|---|---|---|---|"]
-    ref = {(m, s): step for m, s, step, *_ in rows}
-    for m, s, step, all_steps, bubble, peak, at_peak, sim in rows:
+           "| stage 0 at peak: param / grad / optim / activation (MiB) | last step measured / simulated from its costs (s) "
+           "| model, calibrated: step (s) / stage 0 activation peak (MiB) |",
+           "|---|---|---|---|---|---|---|---|---|---|"]
+    ref = {(r[0], r[1]): r[2] for r in rows}
+    for m, s, step, all_steps, bubble, peak, at_peak, sim, model_sim in rows:
         base = ref.get((m, "1f1b"))
         vs = "%.3f" % (base / step) if base else "-"
-        out.append("| %d | %s | %.2f | %s | %s | %s | %s | %s | %s |" % (
+        out.append("| %d | %s | %.2f | %s | %s | %s | %s | %s | %s | %s |" % (
             m, s, step, ", ".join("%.2f" % x for x in all_steps), vs,
             " / ".join("%.1f%%" % (100 * b) for b in bubble),
             " / ".join("%.0f" % (p / MIB) for p in peak),
             " / ".join("%.0f" % (at_peak.get(k, 0) / MIB) for k in ("param", "grad", "optim", "activation")),
-            sim))
+            sim, model_sim))
     out.append("")
+    out.append("Last column: sdp-pipeline --model for this very case (2 stages), its rates calibrated on the"
+               " measured costs.json named below; its activation peak is the meta-device bytes of the"
+               " micro-batches the schedule holds at once on stage 0.")
     out.append("vs 1f1b: 1f1b's median step over this schedule's (above 1 = faster).")
     return "\n".join(out)
 
@@ -95,6 +106,8 @@ def simulated_table(directory, models):
             hit = re.search(r"-p(\d+)-m(\d+)\.json$", f)
             keyed.append((int(hit.group(1)), int(hit.group(2)), f))
         for p, m, f in sorted(keyed):
+            if p == 2:
+                continue  # the measured case, shown beside the measurement
             with open(f) as fh:
                 d = json.load(fh)
             rates[model] = d["model"]["rates_source"]
