@@ -3,7 +3,6 @@
 // prints step time, bubbles and peak memory per schedule, and draws their
 // timelines into one SVG (engine/pipeline/timeline_svg.h). No GPU, no MPI.
 #include <cstdio>
-#include <fstream>
 #include <string>
 #include <vector>
 
@@ -90,27 +89,26 @@ DType parse_dtype(const std::string& name) {
   fail("--dtype '", name, "' is invalid (valid: f32, bf16)");
 }
 
-std::string fixed2(double v) {
+// One number as printf's `format` writes it ("%.2f", "%.6g", "%.0f").
+std::string printed(const char* format, double v) {
   char buf[64];
-  std::snprintf(buf, sizeof buf, "%.2f", v);
+  std::snprintf(buf, sizeof buf, format, v);
   return buf;
 }
+
+std::string column(const std::string& v, size_t width) {
+  return v.size() >= width ? v + " " : v + std::string(width - v.size(), ' ');
+}
+
+// The model case's per-stage figures, printed above the schedules' table.
 
 std::string stage_table(const ModelStages& m, const pipeline::SimulationCosts& costs) {
   std::string out = "model costs: " + m.model_case.describe() + "\n";
   out += "stage  blocks      F FLOPs         I FLOPs         W FLOPs         F s         I s         W s         "
          "act bytes     W bytes       recv bytes    params\n";
-  auto col = [](const std::string& v, size_t w) { return v.size() >= w ? v + " " : v + std::string(w - v.size(), ' '); };
-  auto g = [](double v) {
-    char buf[64];
-    std::snprintf(buf, sizeof buf, "%.6g", v);
-    return std::string(buf);
-  };
-  auto whole = [](double v) {
-    char buf[64];
-    std::snprintf(buf, sizeof buf, "%.0f", v);
-    return std::string(buf);
-  };
+  const auto col = column;
+  const auto g = [](double v) { return printed("%.6g", v); };
+  const auto whole = [](double v) { return printed("%.0f", v); };  // FLOPs are whole numbers
   for (size_t s = 0; s < m.stages.size(); ++s) {
     const ModelStage& st = m.stages[s];
     const StageSpan& span = st.flops.span;
@@ -183,7 +181,7 @@ pipeline::SimulationCosts costs_from_model(const Options& o, int P, std::string&
     const ModelStages measured = count_model_stages(m);
     rates = calibrated_rates(measured, measured_costs, &error);
     calibration = "calibration on " + o.calibrate + ": per measured stage, largest error of F, I, W times:";
-    for (size_t s = 0; s < error.size(); ++s) calibration += " stage " + std::to_string(s) + " " + fixed2(100 * error[s]) + "%";
+    for (size_t s = 0; s < error.size(); ++s) calibration += " stage " + std::to_string(s) + " " + printed("%.2f", 100 * error[s]) + "%";
     calibration += "\n\n";
   }
   const pipeline::SimulationCosts costs = model_costs(stages, rates);
