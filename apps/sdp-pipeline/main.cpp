@@ -156,6 +156,10 @@ pipeline::SimulationCosts costs_from_model(const Options& o, int P, std::string&
   if (!o.costs.empty()) fail("--model and --costs are exclusive (costs come from one or the other)");
   if ((o.flops_per_second > 0) == !o.calibrate.empty())
     fail("--model needs exactly one of --flops-per-second X or --calibrate costs.json (FLOPs to seconds)");
+  if (o.calibrate.empty() && (!o.calibrate_model.empty() || o.calibrate_batch || o.calibrate_seq ||
+                              !o.calibrate_stage_blocks.empty()))
+    fail("--calibrate-model, --calibrate-batch, --calibrate-seq and --calibrate-stage-blocks describe the "
+         "run of a --calibrate file; give --calibrate costs.json");
   ModelCase c{o.model, o.batch, o.seq, P, o.stage_blocks, parse_dtype(o.dtype)};
   const ModelStages stages = count_model_stages(c);
   ComputeRates rates;
