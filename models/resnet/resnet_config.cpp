@@ -43,7 +43,7 @@ void ResNetConfig::validate() const {
 }
 
 std::vector<std::string> ResNetConfig::names() {
-  return {"resnet-tiny", "resnet-mini", "resnet18", "wrn18"};
+  return {"resnet-tiny", "resnet-mini", "resnet18", "wrn18", "resnet152-basic"};
 }
 
 bool ResNetConfig::is_name(const std::string& name) {
@@ -60,6 +60,12 @@ ResNetConfig ResNetConfig::named(const std::string& name, int64_t num_classes) {
   } else if (name == "wrn18") {
     c.width_multiplier = 2;
     c.widths = {128, 256, 512, 1024};
+  } else if (name == "resnet152-basic") {
+    // ResNet-152's stage depths built from this engine's basic blocks (it has
+    // no bottleneck blocks): 50 blocks deep, for pipeline simulations that
+    // need more blocks than stages.
+    c.widths = {64, 128, 256, 512};
+    c.blocks = {3, 8, 36, 3};
   } else if (name == "resnet-mini") {  // the multi-rank demo and tests: seconds per step
     c.widths = {16, 32, 64, 128};
   } else if (name == "resnet-tiny") {  // gradient checks: both shortcut kinds, 4 channels

@@ -6,6 +6,8 @@
 //   resnet18  widths 64-128-256-512, 2 blocks per stage, 11.2M parameters
 //   wrn18     WideResNet-18: the same network with every width doubled
 //             (width multiplier k = 2: 128-256-512-1024), 44.7M parameters
+//   resnet152-basic  ResNet-152's stage depths (3, 8, 36, 3) in basic blocks
+//             at resnet18's widths, for pipeline simulations
 //   resnet-mini, resnet-tiny: small widths for tests and the demo
 // The first block of stages 2-4 halves the resolution (stride 2) and
 // doubles the width; its shortcut is a 1x1 stride-2 convolution with
