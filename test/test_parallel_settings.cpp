@@ -157,7 +157,7 @@ TEST_CASE("parallel settings: validation names the field and what is valid",
                  "' is invalid (valid: none, block, every:K with K a positive integer)"));
   ParallelSettings plan = settings("b-sdp", 0.5);
   plan.plan = "ring";
-  CHECK(error_of(plan, "plan") == "config: plan = 'ring' is invalid (valid: cyclic, random)");
+  CHECK(error_of(plan, "plan") == "config: plan = 'ring' is invalid (valid: cyclic, random, file:PATH of an ownership matrix)");
   ParallelSettings groups = settings("n-sdp", 0.5);
   groups.channel_groups = -1;
   CHECK(error_of(groups, "channel_groups") ==

@@ -32,7 +32,7 @@ int list_models() {
   std::printf("\nCIFAR ResNets (images; classes from the data):\n");
   for (const auto& name : sdp::model_names())
     if (sdp::model_family(name) == sdp::ModelFamily::resnet)
-      std::printf("%-12s %s\n", name.c_str(), sdp::model_summary(name).c_str());
+      std::printf("%-16s %s\n", name.c_str(), sdp::model_summary(name).c_str());
   return 0;
 }
 
