@@ -65,16 +65,7 @@ source scripts/mpi_env.sh
 sdp_require_sdp_train "$BIN" "$BUILD"
 sdp_mpi_setup
 export OPENBLAS_NUM_THREADS=1
-if [[ -z ${CORETYPE:-} ]]; then
-  if grep -qw avx512f /proc/cpuinfo; then CORETYPE=SkylakeX
-  elif grep -qw avx2 /proc/cpuinfo; then CORETYPE=Haswell
-  else CORETYPE=unset; fi
-fi
-if [[ $CORETYPE == unset ]]; then unset OPENBLAS_CORETYPE; else export OPENBLAS_CORETYPE=$CORETYPE; fi
-# The kernel set OpenBLAS (the library sdp-train links) picks under this setting.
-lib=$(ldd "$BIN" | awk '/libopenblas/ {print $3; exit}')
-core=$(python3 -c "import ctypes, sys; l = ctypes.CDLL(sys.argv[1]); l.openblas_get_corename.restype = ctypes.c_char_p; print(l.openblas_get_corename().decode())" "$lib" 2>/dev/null || echo "?")
-cpu_model=$(awk -F': ' '/^model name/ {print $2; exit}' /proc/cpuinfo)
+sdp_pick_openblas_core "$BIN"
 mkdir -p "$OUT" "$(dirname "$REPORT")"
 
 # The same data, seed and shape for every run; no evaluation, so each step's

@@ -61,16 +61,7 @@ sdp_require_sdp_train "$BIN" "$BUILD"
 [[ -x $PIPE ]] || { echo "$me: $PIPE is missing (build the sdp-pipeline target)" >&2; exit 1; }
 sdp_mpi_setup
 export OPENBLAS_NUM_THREADS=1 OMP_NUM_THREADS=1
-if [[ -z ${CORETYPE:-} ]]; then
-  if grep -qw avx512f /proc/cpuinfo; then CORETYPE=SkylakeX
-  elif grep -qw avx2 /proc/cpuinfo; then CORETYPE=Haswell
-  else CORETYPE=unset; fi
-fi
-if [[ $CORETYPE == unset ]]; then unset OPENBLAS_CORETYPE; else export OPENBLAS_CORETYPE=$CORETYPE; fi
-# The kernel set OpenBLAS (the library sdp-train links) picks under this setting.
-lib=$(ldd "$BIN" | awk '/libopenblas/ {print $3; exit}')
-core=$(python3 -c "import ctypes, sys; l = ctypes.CDLL(sys.argv[1]); l.openblas_get_corename.restype = ctypes.c_char_p; print(l.openblas_get_corename().decode())" "$lib" 2>/dev/null || echo "?")
-cpu_model=$(awk -F': ' '/^model name/ {print $2; exit}' /proc/cpuinfo)
+sdp_pick_openblas_core "$BIN"
 mkdir -p "$OUT" "$(dirname "$REPORT")"
 
 common=(--model "$MODEL" --batch "$BATCH" --seq "$SEQ" --seed 1234 --eval-every 0 --progress false

@@ -46,3 +46,22 @@ sdp_mpi_setup() {
   # threads each would only contend.
   export OMP_NUM_THREADS=1
 }
+
+# Benchmarks at one thread: exports OPENBLAS_CORETYPE from $CORETYPE (default
+# SkylakeX where the CPU has AVX-512, Haswell with AVX2; "unset" leaves
+# OpenBLAS to choose, which on a CPU newer than Debian's OpenBLAS may be a
+# slow generic kernel), and sets `core` (the kernel set OpenBLAS then picks
+# in the library binary $1 links) and `cpu_model` for the report.
+sdp_pick_openblas_core() {
+  local BIN=$1 lib
+  if [[ -z ${CORETYPE:-} ]]; then
+    if grep -qw avx512f /proc/cpuinfo; then CORETYPE=SkylakeX
+    elif grep -qw avx2 /proc/cpuinfo; then CORETYPE=Haswell
+    else CORETYPE=unset; fi
+  fi
+  if [[ $CORETYPE == unset ]]; then unset OPENBLAS_CORETYPE; else export OPENBLAS_CORETYPE=$CORETYPE; fi
+  # The kernel set OpenBLAS (the library sdp-train links) picks under this setting.
+  lib=$(ldd "$BIN" | awk '/libopenblas/ {print $3; exit}')
+  core=$(python3 -c "import ctypes, sys; l = ctypes.CDLL(sys.argv[1]); l.openblas_get_corename.restype = ctypes.c_char_p; print(l.openblas_get_corename().decode())" "$lib" 2>/dev/null || echo "?")
+  cpu_model=$(awk -F': ' '/^model name/ {print $2; exit}' /proc/cpuinfo)
+}
