@@ -31,6 +31,7 @@ TEST_CASE("pipeline: every generated schedule validates", "[pipeline]") {
       for (int M : {1, 2, 3, 4, 8, 13}) {
         INFO(name << " P=" << P << " M=" << M);
         REQUIRE_NOTHROW(validate(make_schedule(name, P, M)));
+        REQUIRE_NOTHROW(validate(with_communication(make_schedule(name, P, M))));
       }
   REQUIRE_THROWS_WITH(make_schedule("zb-v", 4, 8), Catch::Contains("valid: gpipe, 1f1b"));
   REQUIRE_THROWS_WITH(make_schedule("1f1b", 0, 8), Catch::Contains("stages = 0"));
@@ -357,6 +358,16 @@ TEST_CASE("pipeline: the validator refuses broken explicit schedules", "[pipelin
   SECTION("one stage has nothing to send or receive") {
     REQUIRE_THROWS_WITH(validate(parse(R"({"stages": [["F0","SEND_F0","B0"]]})")),
                         Catch::Contains("stage 0 action 1 (SEND_F0): the last stage"));
+  }
+  SECTION("neighbours in different micro-batch orders") {
+    // Valid as compute (no deadlock), but stage 1 would read micro-batch
+    // 0's activation as micro-batch 1's: messages arrive in sending order.
+    const Schedule crossed = parse(R"({"stages": [["F0","F1","B0","B1"], ["F1","B1","F0","B0"]]})");
+    REQUIRE_NOTHROW(validate(crossed));
+    REQUIRE_THROWS_WITH(validate(with_communication(crossed)),
+                        Catch::Contains("stage 1 action 0 (RECV_F1) is stage 1's receive number 1 "
+                                        "of activations from stage 0, which sends micro-batch 0") &&
+                            Catch::Contains("same micro-batch order"));
   }
   SECTION("unknown action text in JSON") {
     REQUIRE_THROWS_WITH(parse(R"({"stages": [["F0","SEND_A0","B0"]]})"),

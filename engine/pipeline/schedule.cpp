@@ -447,6 +447,36 @@ void check_deadlock(const Schedule& schedule) {
   }
 }
 
+// Messages between two neighbours in one direction arrive in the order
+// they were sent (the executor's communicators match them so): the
+// micro-batches a stage sends across a boundary must be the ones its
+// neighbour receives, in the same order.
+void check_message_order(const Schedule& schedule) {
+  const int P = schedule.num_stages();
+  auto sequence = [&](int st, ActionKind kind) {
+    std::vector<std::pair<int, size_t>> out;  // (micro-batch, index in the list)
+    const auto& actions = schedule.stages[static_cast<size_t>(st)];
+    for (size_t k = 0; k < actions.size(); ++k)
+      if (actions[k].kind == kind) out.push_back({actions[k].microbatch, k});
+    return out;
+  };
+  auto compare = [&](int from, ActionKind send, int to, ActionKind recv, const char* what) {
+    const auto sent = sequence(from, send), received = sequence(to, recv);
+    for (size_t n = 0; n < std::min(sent.size(), received.size()); ++n)
+      if (sent[n].first != received[n].first)
+        fail("pipeline schedule: ", where(to, received[n].second, {recv, received[n].first}),
+             " is stage ", to, "'s receive number ", n + 1, " of ", what, " from stage ", from,
+             ", which sends micro-batch ", sent[n].first, " as its number ", n + 1, " (",
+             to_string({send, sent[n].first}), " at index ", sent[n].second,
+             "); messages between neighbours arrive in the order they are sent (valid: both "
+             "stages of a boundary in the same micro-batch order)");
+  };
+  for (int st = 0; st + 1 < P; ++st) {
+    compare(st, ActionKind::send_activation, st + 1, ActionKind::recv_activation, "activations");
+    compare(st + 1, ActionKind::send_grad, st, ActionKind::recv_grad, "input gradients");
+  }
+}
+
 }  // namespace
 
 void validate(const Schedule& schedule) {
@@ -454,6 +484,7 @@ void validate(const Schedule& schedule) {
   check_form(schedule);
   const bool explicit_form = lists_communication(schedule);
   for (int st = 0; st < schedule.num_stages(); ++st) check_stage(schedule, st, explicit_form);
+  if (explicit_form) check_message_order(schedule);
   check_deadlock(schedule);
 }
 

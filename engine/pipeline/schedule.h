@@ -116,7 +116,9 @@ Schedule make_schedule(const std::string& name, int stages, int microbatches);
 // receive its stage needs, lists one its stage cannot have (SEND_F on the
 // last stage, RECV_F on the first, SEND_B on the first, RECV_B on the
 // last), runs a send before what it sends or a receive after what reads it,
-// or whose blocking execution (each stage runs its list in order, each
+// sends across a boundary in another micro-batch order than the neighbour
+// receives in (messages arrive in the order they were sent), or whose
+// blocking execution (each stage runs its list in order, each
 // action waiting for its dependencies; sends wait for nothing but what they
 // send) deadlocks, e.g. a cycle of receives before the sends that would
 // answer them; the deadlock error names each stuck stage's first waiting
