@@ -39,6 +39,7 @@ nlohmann::json RankFigures::to_json() const {
     j["stage"] = summarize(stage);
     j["bubble"] = summarize(bubble);
     j["pipeline_bytes"] = summarize(pipeline_bytes);
+    j["activation_peak_bytes"] = summarize(activation_peak_bytes);
   }
   return j;
 }
@@ -46,9 +47,9 @@ nlohmann::json RankFigures::to_json() const {
 RankFigures gather_rank_figures(comm::Communicator& world, const StepResult& step) {
   static CpuAllocator host;
   const int n = world.size();
-  constexpr int kFigures = 6;
-  OwnedTensor mine(host, {kFigures}, DType::f64, MemCategory::comm);      // [6]
-  OwnedTensor all(host, {kFigures * n}, DType::f64, MemCategory::comm);   // [world, 6]
+  constexpr int kFigures = 7;
+  OwnedTensor mine(host, {kFigures}, DType::f64, MemCategory::comm);      // [7]
+  OwnedTensor all(host, {kFigures * n}, DType::f64, MemCategory::comm);   // [world, 7]
   const bool pipelined = !step.pipeline.is_null();
   double* m = mine->data<double>();
   m[0] = step.memory["peak"]["total"].get<double>();
@@ -59,6 +60,7 @@ RankFigures gather_rank_figures(comm::Communicator& world, const StepResult& ste
   m[5] = pipelined ? step.pipeline["activation_bytes_sent"].get<double>() +
                          step.pipeline["gradient_bytes_sent"].get<double>()
                    : 0.0;
+  m[6] = pipelined ? step.memory["peak"]["by_category"]["activation"].get<double>() : 0.0;
   double* a = all->data<double>();
   std::fill(a, a + kFigures * n, std::numeric_limits<double>::quiet_NaN());
   world.all_gather(*mine, *all);
@@ -71,6 +73,7 @@ RankFigures gather_rank_figures(comm::Communicator& world, const StepResult& ste
     f.stage.push_back(a[kFigures * r + 3]);
     f.bubble.push_back(a[kFigures * r + 4]);
     f.pipeline_bytes.push_back(a[kFigures * r + 5]);
+    f.activation_peak_bytes.push_back(a[kFigures * r + 6]);
   }
   return f;
 }
@@ -78,15 +81,16 @@ RankFigures gather_rank_figures(comm::Communicator& world, const StepResult& ste
 void print_rank_figures(const RankFigures& f) {
   const bool pipelined = !f.stage.empty();
   std::printf("%-6s %14s %16s %16s", "rank", "peak memory", "sent per step", "GFLOP per step");
-  if (pipelined) std::printf(" %6s %8s %16s", "stage", "bubble", "to neighbours");
+  if (pipelined) std::printf(" %6s %8s %16s %16s", "stage", "bubble", "to neighbours", "activation peak");
   std::printf("\n");
   for (size_t r = 0; r < f.peak_bytes.size(); ++r) {
     if (std::isnan(f.peak_bytes[r])) continue;  // emulated: other ranks unknown
     std::printf("%-6zu %14s %16s %16.3f", r, human_bytes(f.peak_bytes[r]).c_str(),
                 human_bytes(f.sent_bytes[r]).c_str(), f.flops[r] / 1e9);
     if (pipelined)
-      std::printf(" %6.0f %7.1f%% %16s", f.stage[r], 100.0 * f.bubble[r],
-                  human_bytes(f.pipeline_bytes[r]).c_str());
+      std::printf(" %6.0f %7.1f%% %16s %16s", f.stage[r], 100.0 * f.bubble[r],
+                  human_bytes(f.pipeline_bytes[r]).c_str(),
+                  human_bytes(f.activation_peak_bytes[r]).c_str());
     std::printf("\n");
   }
 }

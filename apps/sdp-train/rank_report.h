@@ -17,10 +17,12 @@ struct RankFigures {
   std::vector<double> flops;       // [world] FLOPs computed in the step
   // Pipelines ([world], empty otherwise): each rank's stage, its measured
   // bubble (idle share of its step's actions) and the bytes it sent to its
-  // neighbouring stages (activations forward, input gradients backward).
-  std::vector<double> stage, bubble, pipeline_bytes;
+  // neighbouring stages (activations forward, input gradients backward),
+  // and its own peak of activation memory (what 2BP's deferred W raises).
+  std::vector<double> stage, bubble, pipeline_bytes, activation_peak_bytes;
   // {"peak_bytes": {"min", "mean", "max", "by_rank"}, "sent_bytes": {...}, "flops": {...}};
-  // pipelines add "stage", "bubble" and "pipeline_bytes" alike.
+  // pipelines add "stage", "bubble", "pipeline_bytes" and
+  // "activation_peak_bytes" alike.
   // an emulated rank knows only its own figures (others are null).
   nlohmann::json to_json() const;
 };
