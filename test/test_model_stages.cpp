@@ -228,12 +228,7 @@ OwnedTensor transfer(const Tensor& t, Allocator& alloc) {
   return out;
 }
 
-bool same_shape(const Tensor& t, const std::vector<int64_t>& shape) {
-  if (t.ndim() != static_cast<int>(shape.size())) return false;
-  for (size_t i = 0; i < shape.size(); ++i)
-    if (t.size(static_cast<int>(i)) != shape[i]) return false;
-  return true;
-}
+bool same_shape(const Tensor& t, const Shape& shape) { return t.shape() == shape; }
 
 // Runs the micro-batches through the stages (each action as soon as what it
 // receives has arrived) and checks on the way that each stage's hooks and
@@ -441,8 +436,7 @@ Peaks stage_peaks(Allocator& alloc, const Family& f, const StageSpan& span, cons
   for (int mb = 0; mb < 2; ++mb) {
     OwnedTensor received;
     if (!span.has_input_stage()) {
-      const std::vector<int64_t> shape = m->stage_input_shape(*inputs, span.first_block);
-      received = OwnedTensor(alloc, Shape(shape.begin(), shape.end()), DType::f64,
+      received = OwnedTensor(alloc, m->stage_input_shape(*inputs, span.first_block), DType::f64,
                              MemCategory::activation);
       if (cpu) sdp::testing::fill_uniform(*received, 10 + static_cast<uint64_t>(mb));
     }

@@ -60,8 +60,8 @@ void measure_stage_bytes(const ModelCase& c, const StageSpan& span, ModelStage& 
   if (!span.has_input_stage()) {
     // What the stage executor receives: an activation-category tensor the
     // stage keeps until its backward (stage_executor.cpp).
-    const std::vector<int64_t> shape = model->stage_input_shape(*batch.inputs, span.first_block);
-    received = OwnedTensor(meta, Shape(shape.begin(), shape.end()), model->dtype(), MemCategory::activation);
+    received = OwnedTensor(meta, model->stage_input_shape(*batch.inputs, span.first_block),
+                           model->dtype(), MemCategory::activation);
   }
   model->forward_stage(*batch.inputs, *batch.targets, std::move(received), 0);
   out.activation_bytes = static_cast<int64_t>(meta.stats().current(MemCategory::activation)) - before;

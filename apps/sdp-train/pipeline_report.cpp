@@ -120,11 +120,9 @@ std::string write_measured_timeline(Trainer& trainer, const std::string& dir) {
   const Model& model = trainer.model();
   std::vector<int64_t> boundary;
   for (int st = 1; st < s.num_stages(); ++st) {
-    const std::vector<int64_t> shape =
+    const Shape shape =
         model.stage_input_shape(trainer.train_data().inputs(), L.stages[static_cast<size_t>(st)].first_block);
-    int64_t numel = 1;
-    for (int64_t d : shape) numel *= d;
-    boundary.push_back(numel * static_cast<int64_t>(dtype_size(model.dtype())));
+    boundary.push_back(shape.numel() * static_cast<int64_t>(dtype_size(model.dtype())));
   }
   const pipeline::SimulationCosts costs = pipeline::measured_costs(s, measured, boundary);
   const pipeline::SimulationResult sim = pipeline::simulate(s, costs);

@@ -115,8 +115,9 @@ SubnetLayout SubnetLayout::build(const std::string& model, const StrategySpec& s
   ml.head_groups = spec.head_groups;
   ml.channel_groups = spec.channel_groups;
   ml.split_shared = L.pipelined();
-  const std::vector<Component> comps = make_model(model, ml, facts)->components();
-  const int blocks = make_model(model, ml, facts)->block_count();
+  const std::unique_ptr<Model> declared = make_model(model, ml, facts);
+  const std::vector<Component>& comps = declared->components();
+  const int blocks = declared->block_count();
 
   // The stage that runs a component: the one whose span holds its site.
   auto stage_of = [&](const Component& comp) {

@@ -9,15 +9,6 @@
 
 namespace sdp::pipeline {
 
-namespace {
-
-bool is_compute(ActionKind kind) {
-  return kind == ActionKind::forward || kind == ActionKind::backward ||
-         kind == ActionKind::input_grad || kind == ActionKind::weight_grad;
-}
-
-}  // namespace
-
 StageExecutor::StageExecutor(Model& model, Schedule schedule, int stage, comm::Communicator* pipe)
     : model_(model), schedule_(std::move(schedule)), stage_(stage), pipe_(pipe) {
   const int P = schedule_.num_stages();
@@ -70,8 +61,7 @@ StageStepResult StageExecutor::run(const std::vector<MicroBatchData>& batches, d
     const double start = now();
     switch (a.kind) {
       case ActionKind::recv_activation: {
-        const std::vector<int64_t> shape = model_.stage_input_shape(data.inputs, first_block);
-        OwnedTensor x(alloc, Shape(shape.begin(), shape.end()), model_.dtype(),
+        OwnedTensor x(alloc, model_.stage_input_shape(data.inputs, first_block), model_.dtype(),
                       MemCategory::activation);
         receive(*x, stage_ - 1);
         received[mb] = std::move(x);
@@ -129,7 +119,7 @@ StageStepResult StageExecutor::run(const std::vector<MicroBatchData>& batches, d
     ops::synchronize(device);
     const double end = now();
     r.timings.push_back({start, end});
-    if (is_compute(a.kind)) r.busy_seconds += end - start;
+    if (runs_compute(a.kind)) r.busy_seconds += end - start;
   }
   for (auto& [mb, send] : activation_sends) send->wait();
   for (auto& send : gradient_sends) send->wait();

@@ -156,7 +156,7 @@ class Model {
   // receives for a micro-batch whose model inputs are `inputs` (only their
   // shape is read): LLaMA [B, T, D]; ResNet [B, C, H, W] of that block's
   // input. Its dtype is dtype().
-  virtual std::vector<int64_t> stage_input_shape(const Tensor& inputs, int first_block) const {
+  virtual Shape stage_input_shape(const Tensor& inputs, int first_block) const {
     (void)inputs;
     fail("model ", name(), " has no pipeline stages (stage_input_shape at block ", first_block, ")");
   }

@@ -225,7 +225,7 @@ void LlamaModel::check_whole(const char* call) const {
        "evaluation of a partial stage is not supported)");
 }
 
-std::vector<int64_t> LlamaModel::stage_input_shape(const Tensor& tokens, int first_block) const {
+Shape LlamaModel::stage_input_shape(const Tensor& tokens, int first_block) const {
   if (first_block <= 0 || first_block >= config_.n_layers)
     fail("stage_input_shape: block ", first_block, " of model ", config_.name,
          " does not start a later stage (valid: 1 .. ", config_.n_layers - 1, ")");

@@ -91,7 +91,7 @@ class LlamaModel final : public Model {
   // entry. A tied embedding keeps the model whole (it is read at both ends).
   void set_stage(const StageSpan& span) override;
   const StageSpan& stage() const override { return stage_; }
-  std::vector<int64_t> stage_input_shape(const Tensor& tokens, int first_block) const override;
+  Shape stage_input_shape(const Tensor& tokens, int first_block) const override;
   double forward_stage(const Tensor& tokens, const Tensor& targets, OwnedTensor received,
                        int micro_batch) override;
   const Tensor& stage_output(int micro_batch) const override;

@@ -288,7 +288,7 @@ void ResNetModel::check_whole(const char* call) const {
        "partial stage is not supported)");
 }
 
-std::vector<int64_t> ResNetModel::stage_input_shape(const Tensor& images, int first_block) const {
+Shape ResNetModel::stage_input_shape(const Tensor& images, int first_block) const {
   const int L = static_cast<int>(blocks_.size());
   if (first_block <= 0 || first_block >= L)
     fail("stage_input_shape: block ", first_block, " of model ", config_.name,

@@ -79,7 +79,7 @@ class ResNetModel final : public Model {
   // own statistics, as the whole model does.
   void set_stage(const StageSpan& span) override;
   const StageSpan& stage() const override { return stage_; }
-  std::vector<int64_t> stage_input_shape(const Tensor& images, int first_block) const override;
+  Shape stage_input_shape(const Tensor& images, int first_block) const override;
   double forward_stage(const Tensor& images, const Tensor& labels, OwnedTensor received,
                        int micro_batch) override;
   const Tensor& stage_output(int micro_batch) const override;
