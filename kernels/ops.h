@@ -192,6 +192,91 @@ void bias_add_forward(Tensor& y, const Tensor& bias);
 // dbias [C] (accum dtype) += column sums of dy [N, C] (or [..., C]).
 void bias_backward_weight(const Tensor& dy, Tensor& dbias);
 
+// ---- Swin Transformer ---------------------------------------------------------
+// Token activations are channels-last: [B, H, W, C] (timm's layout), viewed
+// as rows [N, C] by the row-wise ops (layernorm, linear, gelu).
+
+// LayerNorm over the last dim: y = (x - mean) * rstd * weight + bias,
+// rstd = 1 / sqrt(biased var + eps). x, y [..., D]; weight, bias [D] (x's
+// dtype); mean, rstd [...] (the leading dims; accum dtype) saved for backward.
+void layernorm_forward(const Tensor& x, const Tensor& weight, const Tensor& bias, double eps,
+                       Tensor& y, Tensor& mean, Tensor& rstd);
+// dx (overwritten) of the forward; dx may alias dy.
+void layernorm_backward_input(const Tensor& dy, const Tensor& x, const Tensor& weight,
+                              const Tensor& mean, const Tensor& rstd, Tensor& dx);
+// dweight += sum over rows of dy * xhat, dbias += sum of dy (accum dtype).
+void layernorm_backward_weight(const Tensor& dy, const Tensor& x, const Tensor& mean,
+                               const Tensor& rstd, Tensor& dweight, Tensor& dbias);
+
+// GELU, the exact (erf) form of torch.nn.GELU(): y = x / 2 (1 + erf(x / sqrt 2)).
+// Any shape; y must not alias x in training (backward reads x).
+void gelu_forward(const Tensor& x, Tensor& y);
+// dx = dy * gelu'(x); dx may alias dy.
+void gelu_backward_input(const Tensor& dy, const Tensor& x, Tensor& dx);
+
+// Stochastic depth: y [B, ...] = x * factors[b] for every element of sample
+// b (factors [B], accum dtype: 0 for a dropped sample, 1 / (1 - p) for a
+// kept one). Forward and backward are the same op; y may alias x.
+void scale_per_sample(const Tensor& x, const Tensor& factors, Tensor& y);
+
+// Patch embedding's input: images [B, C, H, W] -> patches [B, H/p, W/p,
+// C p p], the patch flattened as (channel, row, column) like a conv weight
+// [D, C, p, p], so patch embedding is linear_forward with that weight viewed
+// as [D, C p p] (+ bias). H and W must be multiples of p. The images need
+// no gradient, so there is no backward.
+void patchify(const Tensor& images, int64_t patch, Tensor& patches);
+
+// Shifted windows as one index map (torch.roll by -shift on H and W, then
+// the partition, without the intermediate copy):
+//   windows [B nH nW, w w, C], nH = H / w, nW = W / w, window (b, i, j) at
+//   row (b nH + i) nW + j, token (r, c) at r w + c:
+//   windows[(b nH + i) nW + j, r w + c] = x[b, (i w + r + shift) mod H,
+//                                            (j w + c + shift) mod W]
+// x [B, H, W, C]; H, W multiples of w; 0 <= shift < w. Each op is the
+// other's backward (a permutation), so the gradient of window_partition is
+// window_merge of the gradient and vice versa.
+void window_partition(const Tensor& x, int64_t window, int64_t shift, Tensor& windows);
+// The inverse map (window reverse, then torch.roll by +shift): x overwritten.
+void window_merge(const Tensor& windows, int64_t window, int64_t shift, Tensor& x);
+
+// Swin's patch merging gather: x [B, H, W, C] -> y [B, H/2, W/2, 4C] with
+// y[b, i, j] = concat(x[b, 2i, 2j], x[b, 2i+1, 2j], x[b, 2i, 2j+1],
+// x[b, 2i+1, 2j+1]) (timm's order); H, W even.
+void patch_merge_forward(const Tensor& x, Tensor& y);
+// dx (overwritten) = the inverse scatter of dy.
+void patch_merge_backward_input(const Tensor& dy, Tensor& dx);
+
+// Mean over tokens: x [B, L, C] (or [B, H, W, C], L = H W) -> y [B, C].
+void token_mean_forward(const Tensor& x, Tensor& y);
+// dx (overwritten) = dy / L broadcast over the tokens.
+void token_mean_backward_input(const Tensor& dy, Tensor& dx);
+
+// Window self-attention with relative position bias and the shifted
+// windows' mask, for every window and head at once.
+//   qkv   [Bw, N, 3, H, Dh]: the qkv linear's output (q, k, v of H heads;
+//         timm's qkv.weight row order), Bw windows of N = w w tokens
+//   table [R, H] relative position bias table (qkv's dtype), index [N N] i32
+//         with values in [0, R): bias[h, i, j] = table[index[i N + j], h]
+//   mask  [nW, N, N] (qkv's dtype) added to window b's scores as mask[b mod
+//         nW] (0 or a large negative value: timm uses -100), or a default
+//         Tensor() (ndim 0: unshifted windows, no mask)
+//   scores = scale q k^T + bias + mask; probs = softmax over the last axis
+//   out   [Bw, N, H, Dh] = probs v (the layout the projection reads as
+//         [Bw N, H Dh])
+//   probs [Bw, H, N, N] saved for backward (N is small: 16 for the CIFAR
+//         Swin-T's 4x4 windows, 49 for 7x7)
+// Counts 4 Bw H N N Dh FLOPs (the two products).
+void window_attention_forward(const Tensor& qkv, const Tensor& table, const Tensor& index,
+                              const Tensor& mask, double scale, Tensor& out, Tensor& probs);
+// dqkv [Bw, N, 3, H, Dh] overwritten. dtable, when not null: [R, H] in the
+// accum dtype, += the bias table's gradient (the score gradients summed over
+// windows, scattered by index). It is computed here, not in a later weight
+// pass, because it needs the score gradients this call makes and drops (as
+// BatchNorm's weight gradients are). Counts 8 Bw H N N Dh FLOPs.
+void window_attention_backward_input(const Tensor& dout, const Tensor& qkv, const Tensor& probs,
+                                     const Tensor& index, double scale, Tensor& dqkv,
+                                     Tensor* dtable);
+
 // ---- optimizer ---------------------------------------------------------------
 struct AdamWConfig {
   double lr = 1e-3;
