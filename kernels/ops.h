@@ -268,12 +268,15 @@ void token_mean_backward_input(const Tensor& dy, Tensor& dx);
 // Counts 4 Bw H N N Dh FLOPs (the two products).
 void window_attention_forward(const Tensor& qkv, const Tensor& table, const Tensor& index,
                               const Tensor& mask, double scale, Tensor& out, Tensor& probs);
-// dqkv [Bw, N, 3, H, Dh] overwritten. dtable, when not null: [R, H] in the
-// accum dtype, += the bias table's gradient (the score gradients summed over
-// windows, scattered by index). It is computed here, not in a later weight
-// pass, because it needs the score gradients this call makes and drops (as
-// BatchNorm's weight gradients are). Counts 8 Bw H N N Dh FLOPs.
-void window_attention_backward_input(const Tensor& dout, const Tensor& qkv, const Tensor& probs,
+// dqkv [Bw, N, 3, H, Dh] overwritten. probs is consumed: it is overwritten
+// with the score gradients (the forward's probabilities are not needed
+// after this call), which is the scratch the table's gradient is reduced
+// from. dtable, when not null: [R, H] in the accum dtype, += the bias
+// table's gradient (the score gradients summed over windows in a fixed
+// order, scattered by index). It is computed here, not in a later weight
+// pass, because it needs the score gradients this call makes (as BatchNorm's
+// weight gradients are). Counts 8 Bw H N N Dh FLOPs.
+void window_attention_backward_input(const Tensor& dout, const Tensor& qkv, Tensor& probs,
                                      const Tensor& index, double scale, Tensor& dqkv,
                                      Tensor* dtable);
 

@@ -10,8 +10,9 @@ namespace sdp::cuda {
 // mask: ndim 0 for none.
 void window_attention_forward(const Tensor& qkv, const Tensor& table, const Tensor& index,
                               const Tensor& mask, double scale, Tensor& out, Tensor& probs);
-// dtable: null when the table is not trained here.
-void window_attention_backward_input(const Tensor& dout, const Tensor& qkv, const Tensor& probs,
+// probs is overwritten with the score gradients (ops.h); dtable: null when
+// the table is not trained here.
+void window_attention_backward_input(const Tensor& dout, const Tensor& qkv, Tensor& probs,
                                      const Tensor& index, double scale, Tensor& dqkv,
                                      Tensor* dtable);
 
