@@ -11,9 +11,10 @@ packages=(
   clang libclang-rt-dev             # the fuzz targets (test/fuzz): clang and libFuzzer's runtime
 )
 # The PyTorch reference of the CPU benchmark and of the logits cross-check;
-# python3-venv for the Hugging Face checks' environment (setup-python-ref.sh).
+# torchvision for timm (the Swin reference); python3-venv for the reference
+# checks' environment (setup-python-ref.sh).
 if [[ "${SDP_WITH_TORCH:-1}" == 1 ]]; then
-  packages+=(python3-torch python3-numpy python3-venv)
+  packages+=(python3-torch python3-torchvision python3-numpy python3-venv)
 fi
 
 missing=()

@@ -10,7 +10,7 @@ if [ ! -x "$python" ]; then
   echo "SKIP: no Python environment at $venv: run scripts/setup-python-ref.sh <build dir> (needs python3-venv and PyPI)"
   exit 77
 fi
-if ! why=$("$python" -c "import torch, numpy, tokenizers, safetensors, transformers" 2>&1); then
+if ! why=$("$python" -c "import torch, numpy, tokenizers, safetensors, transformers, timm" 2>&1); then
   echo "SKIP: the Python environment at $venv is incomplete ($why): rerun scripts/setup-python-ref.sh <build dir>"
   exit 77
 fi
