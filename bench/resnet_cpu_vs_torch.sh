@@ -1,7 +1,10 @@
 #!/usr/bin/env bash
-# One training step of the CIFAR ResNets on CPU, sdp-engine (sdp-train) vs
-# the PyTorch twin (bench/torch_ref/resnet_torch.py, Debian's torch 1.13 at
-# /usr/bin/python3), same model, batch and 3 x 32 x 32 images, 1 thread,
+# One training step of the CIFAR ResNets and Swin Transformers on CPU,
+# sdp-engine (sdp-train) vs PyTorch: the ResNets' twin
+# (bench/torch_ref/resnet_torch.py, Debian's torch 1.13 at /usr/bin/python3)
+# or timm's SwinTransformer (the reference environment's python,
+# BUILD/pyref, scripts/setup-python-ref.sh; drop path off on both sides),
+# same model, batch and 3 x 32 x 32 images, 1 thread,
 # f32, AdamW (lr 1e-3, wd 0.1 on >= 2-D parameters) and clipping to global
 # norm 1.0 on both sides. Runs are interleaved (ours, torch, ours, torch, ...)
 # ROUNDS times per OPENBLAS_CORETYPE setting to spread load noise over both;
@@ -18,7 +21,8 @@
 # CPU time per step is sampled from /proc as each metrics line appears.
 # Torch: `bench/torch_ref/resnet_step_bench.py` (one fixed random batch).
 #
-# Environment: BUILD (build), ROUNDS (3), STEPS (4), WARMUP (2),
+# Environment: BUILD (build), PYREF (BUILD/pyref/bin/python, for timm),
+# ROUNDS (3), STEPS (4), WARMUP (2),
 # CORETYPES ("default Haswell SkylakeX"; default = the variable unset),
 # CONFIGS ("resnet18:32 resnet18:128:1:3 wrn18:32:1:3": MODEL:BATCH[:ROUNDS[:STEPS]]),
 # RAW (file for the JSON lines, default a temp file).
@@ -33,6 +37,7 @@ CORETYPES=${CORETYPES:-"default Haswell SkylakeX"}
 CONFIGS=${CONFIGS:-"resnet18:32 resnet18:128:1:3 wrn18:32:1:3"}
 RAW=${RAW:-$(mktemp /tmp/resnet_cpu_vs_torch.XXXXXX.jsonl)}
 PY=/usr/bin/python3
+PYREF=${PYREF:-$BUILD/pyref/bin/python}
 OURS=$BUILD/bin/sdp-train
 
 # table FILES...: the Markdown table of the JSON lines in FILES
@@ -148,13 +153,19 @@ for spec in $CONFIGS; do
   steps=${steps:-$STEPS}
   for ct in $CORETYPES; do
     core=$(openblas_core "$ct")
+    # Swin: timm's python, and no stochastic depth on either side.
+    torch_py=$PY ours_extra=()
+    if [[ $model == swin* ]]; then
+      torch_py=$PYREF ours_extra=(--drop-path 0)
+      [[ -x $torch_py ]] || { echo "missing $torch_py: run scripts/setup-python-ref.sh $BUILD" >&2; exit 2; }
+    fi
     for ((r = 0; r < rounds; ++r)); do
       run_one "$model" "$batch" "$ct" ours "$core" ours_run "$WARMUP" "$metrics" "$OURS" \
         --model "$model" --data synthetic-images:augment=0 --batch "$batch" --threads 1 \
         --steps $((WARMUP + steps)) --lr 1e-3 --warmup 0 --weight-decay 0.1 --grad-clip 1 \
-        --eval-every 0 --progress false \
+        --eval-every 0 --progress false "${ours_extra[@]}" \
         --metrics "$metrics"
-      run_one "$model" "$batch" "$ct" torch "$core" $PY bench/torch_ref/resnet_step_bench.py \
+      run_one "$model" "$batch" "$ct" torch "$core" "$torch_py" bench/torch_ref/resnet_step_bench.py \
         --model "$model" --batch "$batch" --threads 1 --steps "$steps" --warmup "$WARMUP" \
         --lr 1e-3 --json
     done

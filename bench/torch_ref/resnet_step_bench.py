@@ -1,5 +1,10 @@
 #!/usr/bin/python3
-"""Time one fp32 training step of the PyTorch twin of a CIFAR ResNet on CPU.
+"""Time one fp32 training step of a CIFAR image classifier in PyTorch on CPU.
+
+The model is the PyTorch twin of a CIFAR ResNet (resnet_torch.py) or, for the
+engine's Swin Transformers (swin-t, swin-mini, swin-micro), timm's
+SwinTransformer (swin_timm.py; run with the reference environment's python,
+scripts/setup-python-ref.sh, which has timm), drop path off.
 
 A step is zero_grad(set_to_none=True), forward, mean cross entropy,
 backward, gradient clipping to global norm --grad-clip (the engine's
@@ -25,7 +30,8 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 def main(argv=None):
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    p.add_argument("--model", default="resnet18", help="resnet-tiny, resnet-mini, resnet18, wrn18")
+    p.add_argument("--model", default="resnet18",
+                   help="resnet-tiny, resnet-mini, resnet18, wrn18; swin-t, swin-mini (timm)")
     p.add_argument("--batch", type=int, default=32)
     p.add_argument("--height", type=int, default=32)
     p.add_argument("--width", type=int, default=32)
@@ -49,14 +55,20 @@ def main(argv=None):
         os.environ[var] = str(args.threads)
     import torch
     import torch.nn.functional as F
+    import swin_timm
     from resnet_torch import CifarResNet, ResNetConfig
 
     torch.set_num_threads(args.threads)
     torch.manual_seed(args.seed)
-    cfg = ResNetConfig.named(args.model, num_classes=args.classes)
-    model = CifarResNet(cfg).train()
-    opt = torch.optim.AdamW(model.decay_groups(args.weight_decay), lr=args.lr,
-                            betas=(0.9, 0.999), eps=1e-8)
+    if swin_timm.is_swin(args.model):
+        model = swin_timm.make(args.model, num_classes=args.classes).train()
+    else:
+        model = CifarResNet(ResNetConfig.named(args.model, num_classes=args.classes)).train()
+    # AdamW groups as the engine's: decay only on >= 2-D parameters.
+    groups = [{"params": [q for q in model.parameters() if q.ndim >= 2],
+               "weight_decay": args.weight_decay},
+              {"params": [q for q in model.parameters() if q.ndim < 2], "weight_decay": 0.0}]
+    opt = torch.optim.AdamW(groups, lr=args.lr, betas=(0.9, 0.999), eps=1e-8)
     n_params = sum(q.numel() for q in model.parameters())
     images = torch.randn(args.batch, 3, args.height, args.width)
     labels = torch.randint(0, args.classes, (args.batch,))
