@@ -10,11 +10,37 @@ std::vector<GroupPack> held_group_packs(const ParameterSet& params,
   for (size_t g = 0; g < first_param.size(); ++g) {
     const int id = first_param[g];
     if (!params.is_materialized(id)) continue;
+    if (params.is_trained(id)) pack.trained.push_back(static_cast<int>(pack.groups.size()));
     pack.groups.push_back(static_cast<int>(g));
-    pack.trained |= params.is_trained(id);
   }
   if (pack.groups.empty()) return {};
   return {std::move(pack)};
+}
+
+std::vector<int> trained_ids(const GroupPack& pack, const std::vector<int>& ids) {
+  SDP_CHECK(ids.size() == pack.groups.size(), "a pack of ", pack.groups.size(),
+            " groups got ", ids.size(), " parameters");
+  std::vector<int> out;
+  for (int pos : pack.trained) out.push_back(ids[static_cast<size_t>(pos)]);
+  return out;
+}
+
+PackedTensor trained_share(const GroupPack& pack, const Tensor& x, int axis, Allocator& alloc) {
+  if (pack.all_trained()) return {OwnedTensor(), x};
+  const int64_t n = static_cast<int64_t>(pack.groups.size());
+  SDP_CHECK(x.size(axis) % n == 0, "activation ", x.describe(), " does not hold ", n,
+            " equal groups along dim ", axis);
+  const int64_t width = x.size(axis) / n;
+  Shape shape = x.shape();
+  shape[axis] = width * static_cast<int64_t>(pack.trained.size());
+  PackedTensor out;
+  out.owned = OwnedTensor(alloc, shape, x.dtype(), MemCategory::workspace);  // the trained share
+  out.view = *out.owned;
+  for (size_t j = 0; j < pack.trained.size(); ++j) {
+    Tensor dst = out.view.narrow(axis, static_cast<int64_t>(j) * width, width);
+    ops::copy(x.narrow(axis, pack.trained[j] * width, width), dst);
+  }
+  return out;
 }
 
 namespace {
@@ -110,7 +136,6 @@ void add_packed_grads(const ParameterSet& params, const std::vector<int>& ids,
     column = OwnedTensor(alloc, params.decl(ids.front()).shape, params.state_dtype(),
                          MemCategory::workspace);
   for (size_t i = 0; i < ids.size(); ++i) {
-    if (!params.is_trained(ids[i])) continue;
     Tensor g = piece_matrix(params.grad(ids[i]), s);
     const Tensor part = slot(grads.view, s, i);
     if (s.axis == 0) {

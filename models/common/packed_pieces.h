@@ -28,18 +28,21 @@ namespace sdp {
 // The held groups of one block as one pack, in group order (none when no
 // group is held). The pack does not depend on what this rank trains, so a
 // rank under backward masking runs exactly the full model's forward and
-// input gradients. `trained`: whether any of its groups is trained here;
-// the weight gradients are then computed for the whole pack (one op) and
-// kept for the trained pieces only (add_packed_grads), so held but
-// untrained groups beside trained ones cost weight-gradient FLOPs (Nb-SDP),
-// while a pack with no trained group (Bb-SDP's untrained blocks) costs none.
+// input gradients. Weight gradients are computed for the trained groups
+// only: one op over their share of the pack's activations (trained_share),
+// so held but untrained groups get no weight-gradient work.
 // `first_param[g]` is any parameter of group g (its storage group decides).
 struct GroupPack {
-  std::vector<int> groups;
-  bool trained = false;
+  std::vector<int> groups;   // held groups, ascending
+  std::vector<int> trained;  // positions in `groups` of those trained here
+  bool any_trained() const { return !trained.empty(); }
+  bool all_trained() const { return trained.size() == groups.size(); }
 };
 std::vector<GroupPack> held_group_packs(const ParameterSet& params,
                                         const std::vector<int>& first_param);
+
+// The trained groups' entries of `ids` (one per group of the pack).
+std::vector<int> trained_ids(const GroupPack& pack, const std::vector<int>& ids);
 
 // A packed tensor: the parameter itself (`view` only) or a workspace copy.
 struct PackedTensor {
@@ -48,6 +51,12 @@ struct PackedTensor {
   const Tensor& operator*() const { return view; }
   bool is_copy() const { return static_cast<bool>(owned); }
 };
+
+// The trained groups' share of an activation whose dimension `axis` holds
+// the pack's groups side by side (equal widths, e.g. [B, c, H, W] or
+// [N, units]): the tensor itself when every group is trained, else a
+// contiguous workspace copy of the trained groups' slices in pack order.
+PackedTensor trained_share(const GroupPack& pack, const Tensor& x, int axis, Allocator& alloc);
 
 // Pieces `ids` of one full tensor, all cut along one axis with one shape
 // (or a single whole tensor), concatenated along that axis in the given
@@ -58,10 +67,10 @@ PackedTensor pack_values(const ParameterSet& params, const std::vector<int>& ids
 // BatchNorm running statistics); nothing for an in-place pack.
 void unpack_values(const ParameterSet& params, const std::vector<int>& ids,
                    const PackedTensor& packed);
-// The gradient of a pack, in the state dtype: the parameter's own gradient
-// for one (trained) id (weight-gradient ops accumulate into it directly),
-// else a zero-filled workspace that add_packed_grads() adds into the
-// gradient of each trained piece.
+// The gradient of trained pieces `ids` packed like pack_values(): the
+// parameter's own gradient for one id (weight-gradient ops accumulate into
+// it directly), else a zero-filled workspace that add_packed_grads() adds
+// into each piece's gradient.
 PackedTensor pack_grads(const ParameterSet& params, const std::vector<int>& ids,
                         Allocator& alloc);
 void add_packed_grads(const ParameterSet& params, const std::vector<int>& ids,

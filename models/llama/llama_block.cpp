@@ -217,7 +217,7 @@ OwnedTensor LlamaBlock::backward_input(BlockContext& saved, const Tensor& x, con
   // ---- FFN: y = m + sum_g act_g Wd_g^T
   for (const FfnSaved& fs : s.ffn) {
     const int64_t fw = fs.gate->size(1);                    // FFN units of the pack
-    const MemCategory mine = keep_for_weights && fs.pack.trained ? kSaved : kScratch;
+    const MemCategory mine = keep_for_weights && fs.pack.any_trained() ? kSaved : kScratch;
     OwnedTensor d_act(alloc, {N, fw}, dt, kScratch);        // [N, fw]
     ops::linear_backward_input(
         *dy, *pack_values(P, ffn_ids(fs.pack, &FfnGroupParams::wdown), alloc), *d_act);
@@ -248,7 +248,7 @@ OwnedTensor LlamaBlock::backward_input(BlockContext& saved, const Tensor& x, con
   const Tensor cos = rope_cos.rows(0, sh.seq), sin = rope_sin.rows(0, sh.seq);
   for (const HeadSaved& hs : s.heads) {
     const int64_t qh = hs.lse->size(1), kvh = hs.k->size(1) / Dh;  // heads of the pack
-    const MemCategory mine = keep_for_weights && hs.pack.trained ? kSaved : kScratch;
+    const MemCategory mine = keep_for_weights && hs.pack.any_trained() ? kSaved : kScratch;
     OwnedTensor d_attn(alloc, {N, qh * Dh}, dt, kScratch);  // [N, qh*Dh]
     ops::linear_backward_input(
         *g.d_mid, *pack_values(P, head_ids(hs.pack, &HeadGroupParams::wo), alloc), *d_attn);
@@ -314,18 +314,26 @@ void LlamaBlock::backward_weight(BlockContext& saved, const Tensor& x, Allocator
   const Saved& s = *ctx.saved;
   const OutputGrads& g = *ctx.grads;
   const Tensor x_in = x.view({ctx.shape.tokens(), config_.dim});  // [N, D]
-  // dw += dy^T in for one layer of a pack (its pieces' gradients).
-  auto weight_grad = [&](const std::vector<int>& ids, const Tensor& dy, const Tensor& in) {
-    PackedTensor dw = pack_grads(P, ids, alloc);
-    ops::linear_backward_weight(dy, in, dw.view);
-    add_packed_grads(P, ids, dw, alloc);
+  // dw += dy^T in for the trained groups of one layer of a pack: `out` is
+  // the layer's output (gradient) side, `in` its input side; `rows` says
+  // which side holds the groups (rows of w: dy's columns; columns of w:
+  // in's columns).
+  auto weight_grad = [&](const GroupPack& pack, const std::vector<int>& ids, const Tensor& dy,
+                         const Tensor& in, bool rows) {
+    const std::vector<int> mine = trained_ids(pack, ids);
+    PackedTensor dw = pack_grads(P, mine, alloc);
+    if (rows)
+      ops::linear_backward_weight(*trained_share(pack, dy, 1, alloc), in, dw.view);
+    else
+      ops::linear_backward_weight(dy, *trained_share(pack, in, 1, alloc), dw.view);
+    add_packed_grads(P, mine, dw, alloc);
   };
   for (size_t i = 0; i < s.ffn.size(); ++i) {
     const GroupPack& pack = s.ffn[i].pack;
-    if (!pack.trained) continue;
-    weight_grad(ffn_ids(pack, &FfnGroupParams::wdown), *g.dy, *s.ffn[i].act);
-    weight_grad(ffn_ids(pack, &FfnGroupParams::wgate), *g.ffn[i].dgate, *s.h2);
-    weight_grad(ffn_ids(pack, &FfnGroupParams::wup), *g.ffn[i].dup, *s.h2);
+    if (!pack.any_trained()) continue;
+    weight_grad(pack, ffn_ids(pack, &FfnGroupParams::wdown), *g.dy, *s.ffn[i].act, false);
+    weight_grad(pack, ffn_ids(pack, &FfnGroupParams::wgate), *g.ffn[i].dgate, *s.h2, true);
+    weight_grad(pack, ffn_ids(pack, &FfnGroupParams::wup), *g.ffn[i].dup, *s.h2, true);
   }
   if (g.dh2 && P.is_trained(ids_.norm2)) {
     Tensor d_norm2 = P.grad(ids_.norm2);
@@ -333,11 +341,11 @@ void LlamaBlock::backward_weight(BlockContext& saved, const Tensor& x, Allocator
   }
   for (size_t i = 0; i < s.heads.size(); ++i) {
     const GroupPack& pack = s.heads[i].pack;
-    if (!pack.trained) continue;
-    weight_grad(head_ids(pack, &HeadGroupParams::wo), *g.d_mid, *s.heads[i].attn);
-    weight_grad(head_ids(pack, &HeadGroupParams::wq), *g.heads[i].dq, *s.h1);
-    weight_grad(head_ids(pack, &HeadGroupParams::wk), *g.heads[i].dk, *s.h1);
-    weight_grad(head_ids(pack, &HeadGroupParams::wv), *g.heads[i].dv, *s.h1);
+    if (!pack.any_trained()) continue;
+    weight_grad(pack, head_ids(pack, &HeadGroupParams::wo), *g.d_mid, *s.heads[i].attn, false);
+    weight_grad(pack, head_ids(pack, &HeadGroupParams::wq), *g.heads[i].dq, *s.h1, true);
+    weight_grad(pack, head_ids(pack, &HeadGroupParams::wk), *g.heads[i].dk, *s.h1, true);
+    weight_grad(pack, head_ids(pack, &HeadGroupParams::wv), *g.heads[i].dv, *s.h1, true);
   }
   if (g.dh1 && P.is_trained(ids_.norm1)) {
     Tensor d_norm1 = P.grad(ids_.norm1);

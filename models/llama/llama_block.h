@@ -17,9 +17,9 @@
 // input and output (residual stream entries) and the context its forward
 // saves. Backward is split: backward_input() computes the gradient for the
 // block's input and keeps what the weight gradients of *trained* groups
-// need; backward_weight() computes those (+=) later or right away. A pack
-// without a trained group (backward masking) gets no weight-gradient work;
-// one with some computes the pack's and keeps the trained groups' share.
+// need; backward_weight() computes those (+=) later or right away, for the
+// trained groups' share of the pack: groups held but not trained (backward
+// masking) get no weight-gradient work at all.
 #include <optional>
 #include <vector>
 

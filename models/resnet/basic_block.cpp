@@ -274,12 +274,14 @@ OwnedTensor BasicBlock::backward_input(BlockContext& saved, const Tensor& x, con
       layers::conv_backward_input(*kept.d_o, *w2, conv2_geometry(), *d, alloc);
     }
     ops::relu_backward_input(*d, *ps.z, *d);
-    if (ps.pack.trained) {  // bn1's weight gradients, cheap: now rather than in backward_weight
-      const std::vector<int> w_ids = pack_ids(ps.pack, &BatchNormParams::weight);
-      const std::vector<int> b_ids = pack_ids(ps.pack, &BatchNormParams::bias);
+    if (ps.pack.any_trained()) {  // bn1's weight gradients, cheap: now rather than in backward_weight
+      const std::vector<int> w_ids = trained_ids(ps.pack, pack_ids(ps.pack, &BatchNormParams::weight));
+      const std::vector<int> b_ids = trained_ids(ps.pack, pack_ids(ps.pack, &BatchNormParams::bias));
       PackedTensor dw = pack_grads(p, w_ids, alloc), db = pack_grads(p, b_ids, alloc);
-      Tensor dw_view = *dw, db_view = *db;
-      ops::batchnorm_backward_weight(*d, *ps.a, *ps.mean, *ps.invstd, dw_view, db_view);
+      ops::batchnorm_backward_weight(*trained_share(ps.pack, *d, 1, alloc),
+                                     *trained_share(ps.pack, *ps.a, 1, alloc),
+                                     *trained_share(ps.pack, *ps.mean, 0, alloc),
+                                     *trained_share(ps.pack, *ps.invstd, 0, alloc), dw.view, db.view);
       add_packed_grads(p, w_ids, dw, alloc);
       add_packed_grads(p, b_ids, db, alloc);
     }
@@ -292,8 +294,8 @@ OwnedTensor BasicBlock::backward_input(BlockContext& saved, const Tensor& x, con
       const PackedTensor w1 = pack_values(p, pack_ids(ps.pack, &ChannelGroupParams::conv1), alloc);
       layers::conv_backward_input(*d, *w1, conv1_geometry(), *dx, alloc, /*accumulate=*/true);
     }
-    const bool keep = keep_for_weights && ps.pack.trained;
-    conv2_trained |= ps.pack.trained;
+    const bool keep = keep_for_weights && ps.pack.any_trained();
+    conv2_trained |= ps.pack.any_trained();
     kept.da.push_back(keep ? std::move(d) : OwnedTensor());
     if (!keep) ps.z = OwnedTensor();
   }
@@ -313,16 +315,20 @@ void BasicBlock::backward_weight(BlockContext& saved, const Tensor& x, Allocator
   Kept& k = *ctx.kept;
   for (size_t i = 0; i < sv.packs.size(); ++i) {
     PackSaved& ps = sv.packs[i];
-    if (!ps.pack.trained) continue;
-    const std::vector<int> w2_ids = pack_ids(ps.pack, &ChannelGroupParams::conv2);
+    if (!ps.pack.any_trained()) continue;
+    // The trained groups' columns of conv2 and rows of conv1, from their
+    // share of the pack's activations.
+    const std::vector<int> w2_ids = trained_ids(ps.pack, pack_ids(ps.pack, &ChannelGroupParams::conv2));
     PackedTensor dw2 = pack_grads(params_, w2_ids, alloc);  // [Cout, c, 3, 3]
-    layers::conv_backward_weight(*k.d_o, *ps.z, conv2_geometry(), dw2.view, alloc);
+    layers::conv_backward_weight(*k.d_o, *trained_share(ps.pack, *ps.z, 1, alloc), conv2_geometry(),
+                                 dw2.view, alloc);
     add_packed_grads(params_, w2_ids, dw2, alloc);
     dw2 = PackedTensor();
     ps.z = OwnedTensor();
-    const std::vector<int> w1_ids = pack_ids(ps.pack, &ChannelGroupParams::conv1);
+    const std::vector<int> w1_ids = trained_ids(ps.pack, pack_ids(ps.pack, &ChannelGroupParams::conv1));
     PackedTensor dw1 = pack_grads(params_, w1_ids, alloc);  // [c, Cin, 3, 3]
-    layers::conv_backward_weight(*k.da[i], x, conv1_geometry(), dw1.view, alloc);
+    layers::conv_backward_weight(*trained_share(ps.pack, *k.da[i], 1, alloc), x, conv1_geometry(),
+                                 dw1.view, alloc);
     add_packed_grads(params_, w1_ids, dw1, alloc);
     k.da[i] = OwnedTensor();
   }

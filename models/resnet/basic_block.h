@@ -22,9 +22,8 @@
 // gradient of the block's input and, for trained parameters, the cheap
 // BatchNorm weight gradients, keeping the convolutions' output gradients;
 // backward_weight() computes the convolution weight gradients (+=) later or
-// right away (2BP). A block without a trained group (backward masking)
-// gets no weight-gradient work; one with some computes the pack's and
-// keeps the trained groups' share.
+// right away (2BP), for the trained groups' share of the pack: held but
+// untrained groups (backward masking) get no weight-gradient work.
 #include <optional>
 #include <vector>
 
@@ -113,7 +112,7 @@ class BasicBlock final : public TrunkBlock {
     OwnedTensor s, s_mean, s_invstd;    // shortcut conv output [B, Cout, Ho, Wo]; its bn stats
   };
   struct Kept {  // output gradients of the convolutions, for backward_weight
-    std::vector<OwnedTensor> da;        // conv1 of the pack, when trained [B, c, Ho, Wo]
+    std::vector<OwnedTensor> da;        // conv1 of the pack [B, c, Ho, Wo], when it trains
     OwnedTensor d_o;                    // conv2 [B, Cout, Ho, Wo]
     OwnedTensor ds;                     // shortcut conv [B, Cout, Ho, Wo]
   };
