@@ -28,8 +28,14 @@ void relu_backward_input(const T* dy, const T* y, T* dx, int64_t n) {
 #pragma omp parallel for schedule(static) if (n >= kParallelMin)
   for (int64_t blk = 0; blk < blocks; ++blk) {
     const int64_t hi = std::min(n, (blk + 1) * kBlock);
+    // Both operands are read unconditionally: a select, which vectorizes,
+    // where a load under the condition compiled to a branch per element
+    // (mispredicted about half the time on ReLU outputs).
 #pragma omp simd
-    for (int64_t i = blk * kBlock; i < hi; ++i) dx[i] = y[i] > T(0) ? dy[i] : T(0);
+    for (int64_t i = blk * kBlock; i < hi; ++i) {
+      const T d = dy[i];
+      dx[i] = y[i] > T(0) ? d : T(0);
+    }
   }
 }
 

@@ -3,6 +3,7 @@
 #include <string>
 
 #include "kernels/ops.h"
+#include "models/common/packed_pieces.h"
 
 namespace sdp::llama {
 
@@ -10,15 +11,7 @@ namespace {
 constexpr MemCategory kSaved = MemCategory::activation;
 constexpr MemCategory kScratch = MemCategory::workspace;
 
-// out = a + b, or out += a when it already exists: the groups' contributions
-// to one [N, D] sum, in group order.
-void add_into(OwnedTensor& sum, OwnedTensor part) {
-  if (!sum) {
-    sum = std::move(part);
-  } else {
-    ops::accumulate(*sum, *part);
-  }
-}
+int64_t pack_size(const GroupPack& pack) { return static_cast<int64_t>(pack.groups.size()); }
 
 OwnedTensor copy_of(const Tensor& x, Allocator& alloc, MemCategory category) {
   OwnedTensor out(alloc, x.shape(), x.dtype(), category);
@@ -70,6 +63,30 @@ std::vector<int> LlamaBlock::param_ids() const {
   return ids;
 }
 
+std::vector<GroupPack> LlamaBlock::head_packs() const {
+  std::vector<int> first;  // [head groups]: each group's wq piece
+  for (const HeadGroupParams& h : ids_.heads) first.push_back(h.wq);
+  return held_group_packs(params_, first);
+}
+
+std::vector<GroupPack> LlamaBlock::ffn_packs() const {
+  std::vector<int> first;  // [FFN groups]: each group's wgate piece
+  for (const FfnGroupParams& f : ids_.ffn) first.push_back(f.wgate);
+  return held_group_packs(params_, first);
+}
+
+std::vector<int> LlamaBlock::head_ids(const GroupPack& pack, int HeadGroupParams::*w) const {
+  std::vector<int> ids;
+  for (int g : pack.groups) ids.push_back(ids_.heads[static_cast<size_t>(g)].*w);
+  return ids;
+}
+
+std::vector<int> LlamaBlock::ffn_ids(const GroupPack& pack, int FfnGroupParams::*w) const {
+  std::vector<int> ids;
+  for (int g : pack.groups) ids.push_back(ids_.ffn[static_cast<size_t>(g)].*w);
+  return ids;
+}
+
 LlamaBlock::Context& LlamaBlock::context_of(BlockContext& c) const {
   auto* ctx = dynamic_cast<Context*>(&c);
   SDP_CHECK(ctx, "block ", index_, ": the context is not a LLaMA block's");
@@ -82,7 +99,6 @@ TrunkBlock::Forward LlamaBlock::forward(const Tensor& x, BlockMode mode, Allocat
             " must be [B, T, ", c.dim, "]");
   const BatchShape shape{x.size(0), x.size(1)};
   const int64_t N = shape.tokens(), D = c.dim, Dh = c.head_dim();
-  const int64_t qh = q_heads_per_group(), kvh = kv_heads_per_group(), fw = units_per_group();
   const DType dt = x.dtype();
   const DType st = accum_dtype(dt);  // statistics: rstd, lse
   const ParameterSet& P = params_;
@@ -93,22 +109,21 @@ TrunkBlock::Forward LlamaBlock::forward(const Tensor& x, BlockMode mode, Allocat
 
   // ---- attention over the held head groups
   OwnedTensor attn_out;                                     // [N, D] sum of a_g Wo_g^T
-  for (int g = 0; g < static_cast<int>(ids_.heads.size()); ++g) {
-    const HeadGroupParams& w = ids_.heads[static_cast<size_t>(g)];
-    if (!P.is_materialized(w.wq)) continue;
+  for (GroupPack& pack : head_packs()) {
+    const int64_t qh = q_heads_per_group() * pack_size(pack);   // query heads of the pack
+    const int64_t kvh = kv_heads_per_group() * pack_size(pack); // KV heads of the pack
     if (!s.h1) {
       s.rstd1 = OwnedTensor(alloc, {N}, st, kSaved);        // [N]
       s.h1 = OwnedTensor(alloc, {N, D}, dt, kSaved);        // [N, D]
       ops::rmsnorm_forward(x_in, P.param(ids_.norm1), c.norm_eps, *s.h1, *s.rstd1);
     }
     HeadSaved hs;
-    hs.group = g;
     hs.q = OwnedTensor(alloc, {N, qh * Dh}, dt, kSaved);    // [N, qh*Dh], RoPE applied
     hs.k = OwnedTensor(alloc, {N, kvh * Dh}, dt, kSaved);   // [N, kvh*Dh], RoPE applied
     hs.v = OwnedTensor(alloc, {N, kvh * Dh}, dt, kSaved);   // [N, kvh*Dh]
-    ops::linear_forward(*s.h1, P.param(w.wq), *hs.q);
-    ops::linear_forward(*s.h1, P.param(w.wk), *hs.k);
-    ops::linear_forward(*s.h1, P.param(w.wv), *hs.v);
+    ops::linear_forward(*s.h1, *pack_values(P, head_ids(pack, &HeadGroupParams::wq), alloc), *hs.q);
+    ops::linear_forward(*s.h1, *pack_values(P, head_ids(pack, &HeadGroupParams::wk), alloc), *hs.k);
+    ops::linear_forward(*s.h1, *pack_values(P, head_ids(pack, &HeadGroupParams::wv), alloc), *hs.v);
     const Tensor cos = rope_cos.rows(0, shape.seq), sin = rope_sin.rows(0, shape.seq);
     Tensor q4 = hs.q->view({shape.batch, shape.seq, qh, Dh});
     Tensor k4 = hs.k->view({shape.batch, shape.seq, kvh, Dh});
@@ -125,11 +140,10 @@ TrunkBlock::Forward LlamaBlock::forward(const Tensor& x, BlockMode mode, Allocat
       Tensor attn4 = hs.attn->view({shape.batch, shape.seq, qh, Dh});
       ops::attention_forward(q4, k4, v4, attn4, *hs.lse, *work);
     }
-    // The first group writes the sum in place (the common one-group case
-    // allocates nothing extra); later groups go through a scratch buffer.
-    OwnedTensor part(alloc, {N, D}, dt, attn_out ? kScratch : kSaved);  // [N, D]
-    ops::linear_forward(*hs.attn, P.param(w.wo), *part);
-    add_into(attn_out, std::move(part));
+    attn_out = OwnedTensor(alloc, {N, D}, dt, kSaved);      // [N, D]
+    ops::linear_forward(*hs.attn, *pack_values(P, head_ids(pack, &HeadGroupParams::wo), alloc),
+                        *attn_out);
+    hs.pack = std::move(pack);
     s.heads.push_back(std::move(hs));
   }
   if (attn_out) {
@@ -141,25 +155,26 @@ TrunkBlock::Forward LlamaBlock::forward(const Tensor& x, BlockMode mode, Allocat
 
   // ---- FFN over the held unit groups
   OwnedTensor y;                                            // [N, D] block output
-  for (int g = 0; g < static_cast<int>(ids_.ffn.size()); ++g) {
-    const FfnGroupParams& w = ids_.ffn[static_cast<size_t>(g)];
-    if (!P.is_materialized(w.wgate)) continue;
+  for (GroupPack& pack : ffn_packs()) {
+    const int64_t fw = units_per_group() * pack_size(pack);  // FFN units of the pack
     if (!s.h2) {
       s.rstd2 = OwnedTensor(alloc, {N}, st, kSaved);        // [N]
       s.h2 = OwnedTensor(alloc, {N, D}, dt, kSaved);        // [N, D]
       ops::rmsnorm_forward(*s.x_mid, P.param(ids_.norm2), c.norm_eps, *s.h2, *s.rstd2);
     }
     FfnSaved fs;
-    fs.group = g;
     fs.gate = OwnedTensor(alloc, {N, fw}, dt, kSaved);      // [N, fw]
     fs.up = OwnedTensor(alloc, {N, fw}, dt, kSaved);        // [N, fw]
     fs.act = OwnedTensor(alloc, {N, fw}, dt, kSaved);       // [N, fw]
-    ops::linear_forward(*s.h2, P.param(w.wgate), *fs.gate);
-    ops::linear_forward(*s.h2, P.param(w.wup), *fs.up);
+    ops::linear_forward(*s.h2, *pack_values(P, ffn_ids(pack, &FfnGroupParams::wgate), alloc),
+                        *fs.gate);
+    ops::linear_forward(*s.h2, *pack_values(P, ffn_ids(pack, &FfnGroupParams::wup), alloc),
+                        *fs.up);
     ops::swiglu_forward(*fs.gate, *fs.up, *fs.act);
-    OwnedTensor part(alloc, {N, D}, dt, y ? kScratch : kSaved);  // [N, D]
-    ops::linear_forward(*fs.act, P.param(w.wdown), *part);
-    add_into(y, std::move(part));
+    y = OwnedTensor(alloc, {N, D}, dt, kSaved);             // [N, D]
+    ops::linear_forward(*fs.act, *pack_values(P, ffn_ids(pack, &FfnGroupParams::wdown), alloc),
+                        *y);
+    fs.pack = std::move(pack);
     s.ffn.push_back(std::move(fs));
   }
   if (y) {
@@ -187,7 +202,6 @@ OwnedTensor LlamaBlock::backward_input(BlockContext& saved, const Tensor& x, con
             ": backward_input() needs a saved forward (once)");
   const BatchShape sh = ctx.shape;
   const int64_t N = sh.tokens(), D = config_.dim, Dh = config_.head_dim();
-  const int64_t qh = q_heads_per_group(), kvh = kv_heads_per_group(), fw = units_per_group();
   const DType dt = dy->dtype();
   const ParameterSet& P = params_;
   const Tensor& rope_cos = *rope_.cos;
@@ -202,21 +216,23 @@ OwnedTensor LlamaBlock::backward_input(BlockContext& saved, const Tensor& x, con
 
   // ---- FFN: y = m + sum_g act_g Wd_g^T
   for (const FfnSaved& fs : s.ffn) {
-    const FfnGroupParams& w = ids_.ffn[static_cast<size_t>(fs.group)];
-    const MemCategory mine = keep_for_weights && P.is_trained(w.wgate) ? kSaved : kScratch;
+    const int64_t fw = fs.gate->size(1);                    // FFN units of the pack
+    const MemCategory mine = keep_for_weights && fs.pack.any_trained() ? kSaved : kScratch;
     OwnedTensor d_act(alloc, {N, fw}, dt, kScratch);        // [N, fw]
-    ops::linear_backward_input(*dy, P.param(w.wdown), *d_act);
+    ops::linear_backward_input(
+        *dy, *pack_values(P, ffn_ids(fs.pack, &FfnGroupParams::wdown), alloc), *d_act);
     FfnGrads fg;
     fg.dgate = OwnedTensor(alloc, {N, fw}, dt, mine);       // [N, fw]
     fg.dup = OwnedTensor(alloc, {N, fw}, dt, mine);         // [N, fw]
     ops::swiglu_backward_input(*d_act, *fs.gate, *fs.up, *fg.dgate, *fg.dup);
     d_act = OwnedTensor();
-    OwnedTensor part(alloc, {N, D}, dt, g.dh2 ? kScratch : keep);  // [N, D]
-    ops::linear_backward_input(*fg.dgate, P.param(w.wgate), *part);
+    g.dh2 = OwnedTensor(alloc, {N, D}, dt, keep);           // [N, D]
+    ops::linear_backward_input(
+        *fg.dgate, *pack_values(P, ffn_ids(fs.pack, &FfnGroupParams::wgate), alloc), *g.dh2);
     OwnedTensor tmp(alloc, {N, D}, dt, kScratch);           // [N, D]
-    ops::linear_backward_input(*fg.dup, P.param(w.wup), *tmp);
-    ops::accumulate(*part, *tmp);
-    add_into(g.dh2, std::move(part));
+    ops::linear_backward_input(
+        *fg.dup, *pack_values(P, ffn_ids(fs.pack, &FfnGroupParams::wup), alloc), *tmp);
+    ops::accumulate(*g.dh2, *tmp);
     if (mine == kScratch) fg = FfnGrads();
     g.ffn.push_back(std::move(fg));
   }
@@ -231,10 +247,11 @@ OwnedTensor LlamaBlock::backward_input(BlockContext& saved, const Tensor& x, con
   // ---- attention: m = x + sum_g a_g Wo_g^T
   const Tensor cos = rope_cos.rows(0, sh.seq), sin = rope_sin.rows(0, sh.seq);
   for (const HeadSaved& hs : s.heads) {
-    const HeadGroupParams& w = ids_.heads[static_cast<size_t>(hs.group)];
-    const MemCategory mine = keep_for_weights && P.is_trained(w.wq) ? kSaved : kScratch;
+    const int64_t qh = hs.lse->size(1), kvh = hs.k->size(1) / Dh;  // heads of the pack
+    const MemCategory mine = keep_for_weights && hs.pack.any_trained() ? kSaved : kScratch;
     OwnedTensor d_attn(alloc, {N, qh * Dh}, dt, kScratch);  // [N, qh*Dh]
-    ops::linear_backward_input(*g.d_mid, P.param(w.wo), *d_attn);
+    ops::linear_backward_input(
+        *g.d_mid, *pack_values(P, head_ids(hs.pack, &HeadGroupParams::wo), alloc), *d_attn);
     HeadGrads hg;
     hg.dq = OwnedTensor(alloc, {N, qh * Dh}, dt, mine);     // [N, qh*Dh]
     hg.dk = OwnedTensor(alloc, {N, kvh * Dh}, dt, mine);    // [N, kvh*Dh]
@@ -257,14 +274,16 @@ OwnedTensor LlamaBlock::backward_input(BlockContext& saved, const Tensor& x, con
     d_attn = OwnedTensor();
     ops::rope_backward_input(dq4, cos, sin, dq4);
     ops::rope_backward_input(dk4, cos, sin, dk4);
-    OwnedTensor part(alloc, {N, D}, dt, g.dh1 ? kScratch : keep);  // [N, D]
-    ops::linear_backward_input(*hg.dq, P.param(w.wq), *part);
+    g.dh1 = OwnedTensor(alloc, {N, D}, dt, keep);           // [N, D]
+    ops::linear_backward_input(
+        *hg.dq, *pack_values(P, head_ids(hs.pack, &HeadGroupParams::wq), alloc), *g.dh1);
     OwnedTensor tmp(alloc, {N, D}, dt, kScratch);           // [N, D]
-    ops::linear_backward_input(*hg.dk, P.param(w.wk), *tmp);
-    ops::accumulate(*part, *tmp);
-    ops::linear_backward_input(*hg.dv, P.param(w.wv), *tmp);
-    ops::accumulate(*part, *tmp);
-    add_into(g.dh1, std::move(part));
+    ops::linear_backward_input(
+        *hg.dk, *pack_values(P, head_ids(hs.pack, &HeadGroupParams::wk), alloc), *tmp);
+    ops::accumulate(*g.dh1, *tmp);
+    ops::linear_backward_input(
+        *hg.dv, *pack_values(P, head_ids(hs.pack, &HeadGroupParams::wv), alloc), *tmp);
+    ops::accumulate(*g.dh1, *tmp);
     if (mine == kScratch) hg = HeadGrads();
     g.heads.push_back(std::move(hg));
   }
@@ -288,7 +307,6 @@ OwnedTensor LlamaBlock::backward_input(BlockContext& saved, const Tensor& x, con
 }
 
 void LlamaBlock::backward_weight(BlockContext& saved, const Tensor& x, Allocator& alloc) {
-  (void)alloc;  // the weight gradients accumulate in place
   Context& ctx = context_of(saved);
   SDP_CHECK(ctx.saved && ctx.grads, "block ", index_,
             ": backward_weight() needs backward_input(keep_for_weights = true) first");
@@ -296,26 +314,38 @@ void LlamaBlock::backward_weight(BlockContext& saved, const Tensor& x, Allocator
   const Saved& s = *ctx.saved;
   const OutputGrads& g = *ctx.grads;
   const Tensor x_in = x.view({ctx.shape.tokens(), config_.dim});  // [N, D]
+  // dw += dy^T in for the trained groups of one layer of a pack: `out` is
+  // the layer's output (gradient) side, `in` its input side; `rows` says
+  // which side holds the groups (rows of w: dy's columns; columns of w:
+  // in's columns).
+  auto weight_grad = [&](const GroupPack& pack, const std::vector<int>& ids, const Tensor& dy,
+                         const Tensor& in, bool rows) {
+    const std::vector<int> mine = trained_ids(pack, ids);
+    PackedTensor dw = pack_grads(P, mine, alloc);
+    if (rows)
+      ops::linear_backward_weight(*trained_share(pack, dy, 1, alloc), in, dw.view);
+    else
+      ops::linear_backward_weight(dy, *trained_share(pack, in, 1, alloc), dw.view);
+    add_packed_grads(P, mine, dw, alloc);
+  };
   for (size_t i = 0; i < s.ffn.size(); ++i) {
-    const FfnGroupParams& w = ids_.ffn[static_cast<size_t>(s.ffn[i].group)];
-    if (!P.is_trained(w.wgate)) continue;
-    Tensor d_down = P.grad(w.wdown), d_gate = P.grad(w.wgate), d_up = P.grad(w.wup);
-    ops::linear_backward_weight(*g.dy, *s.ffn[i].act, d_down);
-    ops::linear_backward_weight(*g.ffn[i].dgate, *s.h2, d_gate);
-    ops::linear_backward_weight(*g.ffn[i].dup, *s.h2, d_up);
+    const GroupPack& pack = s.ffn[i].pack;
+    if (!pack.any_trained()) continue;
+    weight_grad(pack, ffn_ids(pack, &FfnGroupParams::wdown), *g.dy, *s.ffn[i].act, false);
+    weight_grad(pack, ffn_ids(pack, &FfnGroupParams::wgate), *g.ffn[i].dgate, *s.h2, true);
+    weight_grad(pack, ffn_ids(pack, &FfnGroupParams::wup), *g.ffn[i].dup, *s.h2, true);
   }
   if (g.dh2 && P.is_trained(ids_.norm2)) {
     Tensor d_norm2 = P.grad(ids_.norm2);
     ops::rmsnorm_backward_weight(*g.dh2, *s.x_mid, *s.rstd2, d_norm2);
   }
   for (size_t i = 0; i < s.heads.size(); ++i) {
-    const HeadGroupParams& w = ids_.heads[static_cast<size_t>(s.heads[i].group)];
-    if (!P.is_trained(w.wq)) continue;
-    Tensor d_o = P.grad(w.wo), d_q = P.grad(w.wq), d_k = P.grad(w.wk), d_v = P.grad(w.wv);
-    ops::linear_backward_weight(*g.d_mid, *s.heads[i].attn, d_o);
-    ops::linear_backward_weight(*g.heads[i].dq, *s.h1, d_q);
-    ops::linear_backward_weight(*g.heads[i].dk, *s.h1, d_k);
-    ops::linear_backward_weight(*g.heads[i].dv, *s.h1, d_v);
+    const GroupPack& pack = s.heads[i].pack;
+    if (!pack.any_trained()) continue;
+    weight_grad(pack, head_ids(pack, &HeadGroupParams::wo), *g.d_mid, *s.heads[i].attn, false);
+    weight_grad(pack, head_ids(pack, &HeadGroupParams::wq), *g.heads[i].dq, *s.h1, true);
+    weight_grad(pack, head_ids(pack, &HeadGroupParams::wk), *g.heads[i].dk, *s.h1, true);
+    weight_grad(pack, head_ids(pack, &HeadGroupParams::wv), *g.heads[i].dv, *s.h1, true);
   }
   if (g.dh1 && P.is_trained(ids_.norm1)) {
     Tensor d_norm1 = P.grad(ids_.norm1);
@@ -340,10 +370,11 @@ size_t LlamaBlock::saved_context_bytes(const BatchShape& s, DType dtype,
   size_t total = bytes(N * D);                                  // x_mid
   if (heads > 0) total += bytes(N * D) + stat_bytes(N);         // h1, rstd1
   if (ffn > 0) total += bytes(N * D) + stat_bytes(N);           // h2, rstd2
-  // per head group: q, attn; k, v; lse. per FFN group: gate, up, act.
-  total += static_cast<size_t>(heads) * (2 * bytes(N * qh * Dh) + 2 * bytes(N * kvh * Dh) +
-                                         stat_bytes(s.batch * qh * s.seq));
-  total += static_cast<size_t>(ffn) * 3 * bytes(N * fw);
+  // The held head groups as one pack: q, attn; k, v; lse. The FFN units: gate, up, act.
+  if (heads > 0)
+    total += 2 * bytes(N * heads * qh * Dh) + 2 * bytes(N * heads * kvh * Dh) +
+             stat_bytes(s.batch * heads * qh * s.seq);
+  if (ffn > 0) total += 3 * bytes(N * ffn * fw);
   return total;
 }
 

@@ -6,21 +6,25 @@
 // The attention is stored as head groups (consecutive KV heads with their
 // query heads: rows of Wq, Wk, Wv and the matching columns of Wo) and the
 // FFN as unit groups (rows of Wg, Wu and columns of Wd). Heads and FFN units
-// are independent, so the block computes on the groups it holds and sums
-// their contributions to the residual stream: a rank that does not hold a
-// group (N-SDP forward masking) simply has narrower matrices and narrower
-// activations. A whole block (B-SDP) is one head group and one FFN group.
+// are independent, so the block computes on the groups it holds: they run
+// as one pack (models/common/packed_pieces.h), one GEMM per weight and one
+// attention call over the held heads together, whose activations hold only
+// the held heads / units. A rank that does not hold a group (N-SDP forward
+// masking) simply has narrower matrices and narrower activations. A whole
+// block (B-SDP) is one head group and one FFN group.
 //
 // The block is a TrunkBlock (models/common/trunk.h): the trunk owns its
 // input and output (residual stream entries) and the context its forward
 // saves. Backward is split: backward_input() computes the gradient for the
 // block's input and keeps what the weight gradients of *trained* groups
-// need; backward_weight() computes those (+=) later or right away. Groups
-// held but not trained (backward masking) get no weight-gradient work at all.
+// need; backward_weight() computes those (+=) later or right away, for the
+// trained groups' share of the pack: groups held but not trained (backward
+// masking) get no weight-gradient work at all.
 #include <optional>
 #include <vector>
 
 #include "engine/core/tensor.h"
+#include "models/common/packed_pieces.h"
 #include "models/common/parameter_set.h"
 #include "models/common/trunk.h"
 #include "models/llama/llama_config.h"
@@ -90,12 +94,12 @@ class LlamaBlock final : public TrunkBlock {
   size_t saved_context_bytes(const BatchShape& s, DType dtype, const Allocator& alloc) const;
 
  private:
-  struct HeadSaved {  // one held head group: [N, rows] unless noted
-    int group = 0;
+  struct HeadSaved {  // the pack of held head groups: [N, rows] unless noted
+    GroupPack pack;
     OwnedTensor q, k, v, attn, lse;  // q, k with RoPE applied; lse [B, heads, T]
   };
-  struct FfnSaved {
-    int group = 0;
+  struct FfnSaved {  // the pack of held FFN groups: [N, units]
+    GroupPack pack;
     OwnedTensor gate, up, act;  // act = silu(gate) * up
   };
   struct Saved {  // forward context, [N, D] unless noted
@@ -116,6 +120,13 @@ class LlamaBlock final : public TrunkBlock {
     std::optional<OutputGrads> grads;
   };
   Context& context_of(BlockContext& c) const;
+
+  // The held head / FFN groups as a pack (none or one), and the pack's
+  // pieces of one weight, in its group order.
+  std::vector<GroupPack> head_packs() const;
+  std::vector<GroupPack> ffn_packs() const;
+  std::vector<int> head_ids(const GroupPack& pack, int HeadGroupParams::*w) const;
+  std::vector<int> ffn_ids(const GroupPack& pack, int FfnGroupParams::*w) const;
 
   int64_t q_heads_per_group() const;
   int64_t kv_heads_per_group() const;

@@ -51,20 +51,24 @@ void conv_backward_weight(const Tensor& dy, const Tensor& x, const Conv2dGeometr
   ops::conv2d_backward_weight(dy, x, g, dw, *ws);
 }
 
-void batchnorm(const ParameterSet& p, const BatchNormParams& bn, const BatchNormSettings& s,
-               const Tensor& x, Tensor& y, BlockMode mode, Tensor* mean, Tensor* invstd) {
+void batchnorm(BatchNormTensors& bn, const BatchNormSettings& s, const Tensor& x, Tensor& y,
+               BlockMode mode, Tensor* mean, Tensor* invstd) {
   if (mode == BlockMode::train) {
-    Tensor running_mean = p.param(bn.running_mean), running_var = p.param(bn.running_var);
-    ops::batchnorm_forward_train(x, p.param(bn.weight), p.param(bn.bias), s.eps, s.momentum, y,
-                                 *mean, *invstd, running_mean, running_var);
+    ops::batchnorm_forward_train(x, bn.weight, bn.bias, s.eps, s.momentum, y, *mean, *invstd,
+                                 bn.running_mean, bn.running_var);
   } else if (mode == BlockMode::recompute) {
     // The running statistics moved in the first forward already.
-    ops::batchnorm_forward_batch_stats(x, p.param(bn.weight), p.param(bn.bias), s.eps, y, *mean,
-                                       *invstd);
+    ops::batchnorm_forward_batch_stats(x, bn.weight, bn.bias, s.eps, y, *mean, *invstd);
   } else {
-    ops::batchnorm_forward_eval(x, p.param(bn.weight), p.param(bn.bias), p.param(bn.running_mean),
-                                p.param(bn.running_var), s.eps, y);
+    ops::batchnorm_forward_eval(x, bn.weight, bn.bias, bn.running_mean, bn.running_var, s.eps, y);
   }
+}
+
+void batchnorm(const ParameterSet& p, const BatchNormParams& bn, const BatchNormSettings& s,
+               const Tensor& x, Tensor& y, BlockMode mode, Tensor* mean, Tensor* invstd) {
+  BatchNormTensors t{p.param(bn.weight), p.param(bn.bias), p.param(bn.running_mean),
+                     p.param(bn.running_var)};
+  batchnorm(t, s, x, y, mode, mean, invstd);
 }
 
 }  // namespace layers
@@ -97,6 +101,24 @@ bool BasicBlock::branch_active() const {
 
 bool BasicBlock::runs() const { return branch_active() || ids_.shortcut_conv >= 0; }
 
+std::vector<GroupPack> BasicBlock::held_packs() const {
+  std::vector<int> first;  // [groups]: each group's conv1 piece
+  for (const ChannelGroupParams& g : ids_.groups) first.push_back(g.conv1);
+  return held_group_packs(params_, first);
+}
+
+std::vector<int> BasicBlock::pack_ids(const GroupPack& pack, int ChannelGroupParams::*layer) const {
+  std::vector<int> ids;
+  for (int g : pack.groups) ids.push_back(ids_.groups[static_cast<size_t>(g)].*layer);
+  return ids;
+}
+
+std::vector<int> BasicBlock::pack_ids(const GroupPack& pack, int BatchNormParams::*field) const {
+  std::vector<int> ids;
+  for (int g : pack.groups) ids.push_back(ids_.groups[static_cast<size_t>(g)].bn1.*field);
+  return ids;
+}
+
 BasicBlock::Context& BasicBlock::context_of(BlockContext& c) const {
   auto* ctx = dynamic_cast<Context*>(&c);
   SDP_CHECK(ctx, "block ", index_, ": the context is not a basic block's");
@@ -121,29 +143,43 @@ TrunkBlock::Forward BasicBlock::forward(const Tensor& x, BlockMode mode, Allocat
 
   const bool branch = branch_active();
   if (branch) {
-    sv.o = OwnedTensor(alloc, {B, Cout, Ho, Wo}, dt, kSaved);  // sum of the groups' conv2
+    sv.o = OwnedTensor(alloc, {B, Cout, Ho, Wo}, dt, kSaved);  // sum of the packs' conv2
     bool first = true;
-    for (size_t i = 0; i < ids_.groups.size(); ++i) {
-      const ChannelGroupParams& g = ids_.groups[i];
-      if (!params_.is_materialized(g.conv1)) continue;
-      const Tensor w1 = params_.param(g.conv1);  // [c, Cin, 3, 3]
-      const int64_t c = w1.size(0);
-      GroupSaved gs;
-      gs.group = static_cast<int>(i);
-      gs.a = OwnedTensor(alloc, {B, c, Ho, Wo}, dt, kSaved);
-      layers::conv_forward(x, w1, conv1_geometry(), *gs.a, alloc);
-      gs.z = OwnedTensor(alloc, {B, c, Ho, Wo}, dt, kSaved);
+    for (GroupPack& pack : held_packs()) {
+      const PackedTensor w1 = pack_values(params_, pack_ids(pack, &ChannelGroupParams::conv1),
+                                          alloc);  // [c, Cin, 3, 3]
+      const int64_t c = w1.view.size(0);
+      PackSaved ps;
+      ps.a = OwnedTensor(alloc, {B, c, Ho, Wo}, dt, kSaved);
+      layers::conv_forward(x, *w1, conv1_geometry(), *ps.a, alloc);
+      ps.z = OwnedTensor(alloc, {B, c, Ho, Wo}, dt, kSaved);
       if (train) {
-        gs.mean = OwnedTensor(alloc, {c}, st, kSaved);
-        gs.invstd = OwnedTensor(alloc, {c}, st, kSaved);
+        ps.mean = OwnedTensor(alloc, {c}, st, kSaved);
+        ps.invstd = OwnedTensor(alloc, {c}, st, kSaved);
       }
-      layers::batchnorm(params_, g.bn1, bn_, *gs.a, *gs.z, mode, &*gs.mean, &*gs.invstd);
-      ops::relu_forward(*gs.z, *gs.z);
-      if (!train) gs.a = OwnedTensor();
-      layers::conv_forward(*gs.z, params_.param(g.conv2), conv2_geometry(), *sv.o, alloc,
-                           /*accumulate=*/!first);
+      {
+        const PackedTensor weight = pack_values(params_, pack_ids(pack, &BatchNormParams::weight),
+                                                alloc);  // [c] each
+        const PackedTensor bias = pack_values(params_, pack_ids(pack, &BatchNormParams::bias), alloc);
+        const std::vector<int> mean_ids = pack_ids(pack, &BatchNormParams::running_mean);
+        const std::vector<int> var_ids = pack_ids(pack, &BatchNormParams::running_var);
+        const PackedTensor running_mean = pack_values(params_, mean_ids, alloc);
+        const PackedTensor running_var = pack_values(params_, var_ids, alloc);
+        layers::BatchNormTensors bn1{*weight, *bias, *running_mean, *running_var};
+        layers::batchnorm(bn1, bn_, *ps.a, *ps.z, mode, &*ps.mean, &*ps.invstd);
+        if (mode == BlockMode::train) {  // the running statistics moved
+          unpack_values(params_, mean_ids, running_mean);
+          unpack_values(params_, var_ids, running_var);
+        }
+      }
+      ops::relu_forward(*ps.z, *ps.z);
+      if (!train) ps.a = OwnedTensor();
+      const PackedTensor w2 = pack_values(params_, pack_ids(pack, &ChannelGroupParams::conv2),
+                                          alloc);  // [Cout, c, 3, 3]
+      layers::conv_forward(*ps.z, *w2, conv2_geometry(), *sv.o, alloc, /*accumulate=*/!first);
       first = false;
-      if (train) sv.groups.push_back(std::move(gs));
+      ps.pack = std::move(pack);
+      if (train) sv.packs.push_back(std::move(ps));
     }
     if (train) {
       sv.o_mean = OwnedTensor(alloc, {Cout}, st, kSaved);
@@ -229,24 +265,40 @@ OwnedTensor BasicBlock::backward_input(BlockContext& saved, const Tensor& x, con
     dx = std::move(dy);  // the identity shortcut passes the gradient on
   }
 
-  for (GroupSaved& gs : sv.groups) {
-    const ChannelGroupParams& g = ids_.groups[static_cast<size_t>(gs.group)];
-    const Shape inner = gs.a->shape();  // [B, c, Ho, Wo]
-    OwnedTensor d(alloc, inner, dt, kSaved);
-    layers::conv_backward_input(*kept.d_o, p.param(g.conv2), conv2_geometry(), *d, alloc);
-    ops::relu_backward_input(*d, *gs.z, *d);
-    bn_weight_grads(g.bn1, *d, *gs.a, gs.mean, gs.invstd);
-    ops::batchnorm_backward_input(*d, *gs.a, p.param(g.bn1.weight), *gs.mean, *gs.invstd, *d);
-    gs.a = OwnedTensor();
-    layers::conv_backward_input(*d, p.param(g.conv1), conv1_geometry(), *dx, alloc,
-                                /*accumulate=*/true);
-    const bool keep = keep_for_weights && p.is_trained(g.conv1);
-    kept.da.push_back(keep ? std::move(d) : OwnedTensor());
-    if (!keep) gs.z = OwnedTensor();
-  }
   bool conv2_trained = false;
-  for (const GroupSaved& gs : sv.groups)
-    conv2_trained |= p.is_trained(ids_.groups[static_cast<size_t>(gs.group)].conv2);
+  for (PackSaved& ps : sv.packs) {
+    const Shape inner = ps.a->shape();  // [B, c, Ho, Wo]
+    OwnedTensor d(alloc, inner, dt, kSaved);
+    {
+      const PackedTensor w2 = pack_values(p, pack_ids(ps.pack, &ChannelGroupParams::conv2), alloc);
+      layers::conv_backward_input(*kept.d_o, *w2, conv2_geometry(), *d, alloc);
+    }
+    ops::relu_backward_input(*d, *ps.z, *d);
+    if (ps.pack.any_trained()) {  // bn1's weight gradients, cheap: now rather than in backward_weight
+      const std::vector<int> w_ids = trained_ids(ps.pack, pack_ids(ps.pack, &BatchNormParams::weight));
+      const std::vector<int> b_ids = trained_ids(ps.pack, pack_ids(ps.pack, &BatchNormParams::bias));
+      PackedTensor dw = pack_grads(p, w_ids, alloc), db = pack_grads(p, b_ids, alloc);
+      ops::batchnorm_backward_weight(*trained_share(ps.pack, *d, 1, alloc),
+                                     *trained_share(ps.pack, *ps.a, 1, alloc),
+                                     *trained_share(ps.pack, *ps.mean, 0, alloc),
+                                     *trained_share(ps.pack, *ps.invstd, 0, alloc), dw.view, db.view);
+      add_packed_grads(p, w_ids, dw, alloc);
+      add_packed_grads(p, b_ids, db, alloc);
+    }
+    {
+      const PackedTensor weight = pack_values(p, pack_ids(ps.pack, &BatchNormParams::weight), alloc);
+      ops::batchnorm_backward_input(*d, *ps.a, *weight, *ps.mean, *ps.invstd, *d);
+    }
+    ps.a = OwnedTensor();
+    {
+      const PackedTensor w1 = pack_values(p, pack_ids(ps.pack, &ChannelGroupParams::conv1), alloc);
+      layers::conv_backward_input(*d, *w1, conv1_geometry(), *dx, alloc, /*accumulate=*/true);
+    }
+    const bool keep = keep_for_weights && ps.pack.any_trained();
+    conv2_trained |= ps.pack.any_trained();
+    kept.da.push_back(keep ? std::move(d) : OwnedTensor());
+    if (!keep) ps.z = OwnedTensor();
+  }
   if (!keep_for_weights || !conv2_trained) kept.d_o = OwnedTensor();
   if (keep_for_weights) {
     ctx.kept = std::move(kept);
@@ -261,15 +313,23 @@ void BasicBlock::backward_weight(BlockContext& saved, const Tensor& x, Allocator
   SDP_CHECK(ctx.saved && ctx.kept, "block ", index_, ": backward_weight() without backward_input()");
   Saved& sv = *ctx.saved;
   Kept& k = *ctx.kept;
-  for (size_t i = 0; i < sv.groups.size(); ++i) {
-    GroupSaved& gs = sv.groups[i];
-    const ChannelGroupParams& g = ids_.groups[static_cast<size_t>(gs.group)];
-    if (!params_.is_trained(g.conv1)) continue;
-    Tensor dw2 = params_.grad(g.conv2);
-    layers::conv_backward_weight(*k.d_o, *gs.z, conv2_geometry(), dw2, alloc);
-    gs.z = OwnedTensor();
-    Tensor dw1 = params_.grad(g.conv1);
-    layers::conv_backward_weight(*k.da[i], x, conv1_geometry(), dw1, alloc);
+  for (size_t i = 0; i < sv.packs.size(); ++i) {
+    PackSaved& ps = sv.packs[i];
+    if (!ps.pack.any_trained()) continue;
+    // The trained groups' columns of conv2 and rows of conv1, from their
+    // share of the pack's activations.
+    const std::vector<int> w2_ids = trained_ids(ps.pack, pack_ids(ps.pack, &ChannelGroupParams::conv2));
+    PackedTensor dw2 = pack_grads(params_, w2_ids, alloc);  // [Cout, c, 3, 3]
+    layers::conv_backward_weight(*k.d_o, *trained_share(ps.pack, *ps.z, 1, alloc), conv2_geometry(),
+                                 dw2.view, alloc);
+    add_packed_grads(params_, w2_ids, dw2, alloc);
+    dw2 = PackedTensor();
+    ps.z = OwnedTensor();
+    const std::vector<int> w1_ids = trained_ids(ps.pack, pack_ids(ps.pack, &ChannelGroupParams::conv1));
+    PackedTensor dw1 = pack_grads(params_, w1_ids, alloc);  // [c, Cin, 3, 3]
+    layers::conv_backward_weight(*trained_share(ps.pack, *k.da[i], 1, alloc), x, conv1_geometry(),
+                                 dw1.view, alloc);
+    add_packed_grads(params_, w1_ids, dw1, alloc);
     k.da[i] = OwnedTensor();
   }
   if (k.ds) {

@@ -5,13 +5,16 @@
 //   s) where the shape changes, else the identity.
 // The inner channels (conv1's outputs = bn1's channels = conv2's inputs) are
 // stored as channel groups: a group is rows of conv1, pieces of bn1 and
-// columns (input channels) of conv2, and the block sums the groups'
-// contributions to o. A rank that does not hold a group (N-SDP forward
-// masking) has narrower convolutions and activations; a whole block (B-SDP)
-// is one group. A block whose groups are all absent contributes no branch:
-// y = relu(shortcut(x)) (= x for an identity shortcut, whose input is
-// already a ReLU output): the residual stream passes through, and a
-// downsampling block's shared shortcut still changes its shape.
+// columns (input channels) of conv2. The held groups run as one pack
+// (models/common/packed_pieces.h): one conv1, one bn1 and one conv2 over
+// their channels together, the activations [B, c, Ho, Wo] holding only
+// those channels. A rank that does not hold a group (N-SDP forward
+// masking) has narrower convolutions and activations; a whole block
+// (B-SDP) is one group. A block whose groups
+// are all absent contributes no branch: y = relu(shortcut(x)) (= x for an
+// identity shortcut, whose input is already a ReLU output): the residual
+// stream passes through, and a downsampling block's shared shortcut still
+// changes its shape.
 //
 // The block is a TrunkBlock (models/common/trunk.h): the trunk owns its
 // input and output (residual stream entries) and the context its forward
@@ -19,13 +22,14 @@
 // gradient of the block's input and, for trained parameters, the cheap
 // BatchNorm weight gradients, keeping the convolutions' output gradients;
 // backward_weight() computes the convolution weight gradients (+=) later or
-// right away (2BP). Held but untrained groups (backward masking) get no
-// weight-gradient work.
+// right away (2BP), for the trained groups' share of the pack: held but
+// untrained groups (backward masking) get no weight-gradient work.
 #include <optional>
 #include <vector>
 
 #include "engine/core/tensor.h"
 #include "kernels/ops.h"
+#include "models/common/packed_pieces.h"
 #include "models/common/parameter_set.h"
 #include "models/common/trunk.h"
 
@@ -96,19 +100,19 @@ class BasicBlock final : public TrunkBlock {
   void backward_weight(BlockContext& saved, const Tensor& x, Allocator& alloc) override;
 
  private:
-  struct GroupSaved {  // one held channel group; c = its channels
-    int group = 0;
+  struct PackSaved {  // one pack of held channel groups; c = their channels together
+    GroupPack pack;
     OwnedTensor a;                      // conv1 output [B, c, Ho, Wo]
     OwnedTensor z;                      // relu(bn1(a)) [B, c, Ho, Wo]
     OwnedTensor mean, invstd;           // bn1 batch statistics [c]
   };
   struct Saved {
-    std::vector<GroupSaved> groups;
-    OwnedTensor o, o_mean, o_invstd;    // conv2 output (sum of groups) [B, Cout, Ho, Wo]; bn2 stats [Cout]
+    std::vector<PackSaved> packs;
+    OwnedTensor o, o_mean, o_invstd;    // conv2 output (sum of packs) [B, Cout, Ho, Wo]; bn2 stats [Cout]
     OwnedTensor s, s_mean, s_invstd;    // shortcut conv output [B, Cout, Ho, Wo]; its bn stats
   };
   struct Kept {  // output gradients of the convolutions, for backward_weight
-    std::vector<OwnedTensor> da;        // conv1 of each held trained group [B, c, Ho, Wo]
+    std::vector<OwnedTensor> da;        // conv1 of the pack [B, c, Ho, Wo], when it trains
     OwnedTensor d_o;                    // conv2 [B, Cout, Ho, Wo]
     OwnedTensor ds;                     // shortcut conv [B, Cout, Ho, Wo]
   };
@@ -117,6 +121,12 @@ class BasicBlock final : public TrunkBlock {
     std::optional<Kept> kept;
   };
   Context& context_of(BlockContext& c) const;
+
+  // The held channel groups as a pack (none or one), and the pack's pieces
+  // of one layer (conv1, conv2) or of bn1, in its group order.
+  std::vector<GroupPack> held_packs() const;
+  std::vector<int> pack_ids(const GroupPack& pack, int ChannelGroupParams::*layer) const;
+  std::vector<int> pack_ids(const GroupPack& pack, int BatchNormParams::*field) const;
 
   Conv2dGeometry conv1_geometry() const { return {3, shape_.stride, 1}; }
   Conv2dGeometry conv2_geometry() const { return {3, 1, 1}; }
@@ -146,6 +156,12 @@ Shape conv_output_shape(const Shape& x, const Shape& w, const Conv2dGeometry& g)
 // evaluation (running statistics; mean, invstd unused).
 void batchnorm(const ParameterSet& p, const BatchNormParams& bn, const BatchNormSettings& s,
                const Tensor& x, Tensor& y, BlockMode mode, Tensor* mean, Tensor* invstd);
+// The same over tensors ([C] each; the running statistics move in place).
+struct BatchNormTensors {
+  Tensor weight, bias, running_mean, running_var;
+};
+void batchnorm(BatchNormTensors& bn, const BatchNormSettings& s, const Tensor& x, Tensor& y,
+               BlockMode mode, Tensor* mean, Tensor* invstd);
 }  // namespace layers
 
 }  // namespace sdp::resnet
