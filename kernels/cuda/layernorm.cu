@@ -5,11 +5,12 @@
 // second pass over the row (not E[x^2] - mean^2, which cancels when |mean|
 // >> std).
 //
-// backward_weight: each block owns 32 columns and every row (no atomics,
-// no scratch: these ops are given none), 32 row lanes side by side whose
-// sums are added in lane order; so the bits never depend on scheduling.
-// The price is parallelism: D / 32 blocks (3 at Swin's C = 96), each
-// streaming its columns of every row.
+// backward_weight: each block owns a few columns and every row (no
+// atomics, and no cross-block partials: they would need scratch memory,
+// which these ops are not given), row lanes side by side whose sums are
+// added in lane order; so the bits never depend on scheduling. The price
+// is parallelism: D / 8 blocks in f32, D / 16 in bf16 (12 and 6 at Swin's
+// C = 96), each streaming its columns of every row.
 #include "kernels/cuda/layernorm.h"
 
 #include <cuda_bf16.h>
@@ -120,22 +121,31 @@ __global__ void layernorm_backward_input_kernel(const T* dy, const T* x, const T
   }
 }
 
-constexpr int kWeightCols = 32;   // columns per block: one warp-wide, coalesced row segment
-constexpr int kWeightLanes = 32;  // rows read side by side per block
+// backward_weight's tile: 32 bytes of columns (one memory sector per row:
+// 8 f32 or 16 bf16 columns) by enough row lanes for 1024 threads. Narrow
+// tiles give D / 8 (f32) or D / 16 (bf16) blocks instead of D / 32.
+constexpr int kWeightThreads = 1024;
+template <typename T>
+constexpr int kWeightCols = static_cast<int>(32 / sizeof(T));
+template <typename T>
+constexpr int kWeightLanes = kWeightThreads / kWeightCols<T>;
 
 // dweight[col] += sum over rows of dy xhat, dbias[col] += sum of dy. Block
-// (kWeightCols, kWeightLanes) owns 32 columns: lane y walks rows y, y + 32,
-// ...; the lane sums are then added in lane order by one thread per column.
+// (kWeightCols, kWeightLanes) owns its columns: lane y walks rows y, y +
+// lanes, ...; the lane sums are then added in lane order by one thread per
+// column.
 template <typename T>
 __global__ void layernorm_backward_weight_kernel(const T* dy, const T* x, const float* mean,
                                                  const float* rstd, float* dweight,
                                                  float* dbias, int64_t n, int64_t d) {
-  __shared__ float w_sums[kWeightLanes][kWeightCols];
-  __shared__ float b_sums[kWeightLanes][kWeightCols];
-  const int64_t col = static_cast<int64_t>(blockIdx.x) * kWeightCols + threadIdx.x;
+  constexpr int kCols = kWeightCols<T>, kLanes = kWeightLanes<T>;
+  __shared__ float w_sums[kLanes][kCols];
+  __shared__ float b_sums[kLanes][kCols];
+  const int64_t col = static_cast<int64_t>(blockIdx.x) * kCols + threadIdx.x;
   float aw = 0, ab = 0;
   if (col < d) {
-    for (int64_t row = threadIdx.y; row < n; row += kWeightLanes) {
+#pragma unroll 4
+    for (int64_t row = threadIdx.y; row < n; row += kLanes) {
       const float g = to_f32(dy[row * d + col]);
       aw += g * (to_f32(x[row * d + col]) - mean[row]) * rstd[row];
       ab += g;
@@ -146,8 +156,7 @@ __global__ void layernorm_backward_weight_kernel(const T* dy, const T* x, const 
   __syncthreads();
   if (threadIdx.y == 0 && col < d) {
     float tw = 0, tb = 0;
-#pragma unroll
-    for (int lane = 0; lane < kWeightLanes; ++lane) {
+    for (int lane = 0; lane < kLanes; ++lane) {
       tw += w_sums[lane][threadIdx.x];
       tb += b_sums[lane][threadIdx.x];
     }
@@ -224,10 +233,11 @@ void layernorm_backward_weight(const Tensor& dy, const Tensor& x, const Tensor& 
                                const Tensor& rstd, Tensor& dweight, Tensor& dbias) {
   const int64_t d = x.size(-1), n = rows_of(x);
   if (n == 0) return;
-  const dim3 grid(static_cast<unsigned>((d + kWeightCols - 1) / kWeightCols));
-  const dim3 block(kWeightCols, kWeightLanes);
   on_cuda_float(x.dtype(), "layernorm_backward_weight", [&](auto tag) {
     using T = decltype(tag);
+    constexpr int kCols = kWeightCols<T>;
+    const dim3 grid(static_cast<unsigned>((d + kCols - 1) / kCols));
+    const dim3 block(kCols, kWeightLanes<T>);
     layernorm_backward_weight_kernel<T><<<grid, block, 0, compute_stream()>>>(
         device_ptr<T>(dy), device_ptr<T>(x), mean.data<float>(), rstd.data<float>(),
         dweight.data<float>(), dbias.data<float>(), n, d);
