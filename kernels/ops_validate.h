@@ -71,4 +71,13 @@ inline int blas_dim(int64_t n, const char* op) {
   return static_cast<int>(n);
 }
 
+// An output that must not share memory with an input: the op reads that
+// input after it has written some of the output, so it cannot run in place.
+inline void expect_disjoint(const Tensor& in, const Tensor& out, const char* op,
+                            const char* in_arg, const char* out_arg) {
+  const auto a = reinterpret_cast<uintptr_t>(in.raw()), b = reinterpret_cast<uintptr_t>(out.raw());
+  if (in.bytes() > 0 && out.bytes() > 0 && a < b + out.bytes() && b < a + in.bytes())
+    fail(op, ": ", out_arg, " overlaps ", in_arg, " (this op cannot run in place)");
+}
+
 }  // namespace sdp::ops::detail

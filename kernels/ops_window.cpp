@@ -29,15 +29,6 @@ void check_like(const Tensor& t, const Tensor& ref, const Shape& shape, const ch
   expect_shape(t, shape, op, arg);
 }
 
-// Every op here reads each input element after some output was written, so
-// an output must not share memory with its input.
-void expect_disjoint(const Tensor& in, const Tensor& out, const char* op, const char* in_arg,
-                     const char* out_arg) {
-  const auto a = reinterpret_cast<uintptr_t>(in.raw()), b = reinterpret_cast<uintptr_t>(out.raw());
-  if (in.bytes() > 0 && out.bytes() > 0 && a < b + out.bytes() && b < a + in.bytes())
-    fail(op, ": ", out_arg, " overlaps ", in_arg, " (this op cannot run in place)");
-}
-
 // x [B, H, W, C] with at least one channel.
 void check_tokens(const Tensor& x, const char* op, const char* arg) {
   check_float(x, op, arg);
@@ -95,7 +86,7 @@ void patchify(const Tensor& images, int64_t patch, Tensor& patches) {
     fail(op, ": images ", images.shape().str(), ": H = ", H, " and W = ", W,
          " must be multiples of the patch ", patch);
   check_like(patches, images, Shape{B, H / patch, W / patch, C * patch * patch}, op, "patches");
-  expect_disjoint(images, patches, op, "images", "patches");
+  detail::expect_disjoint(images, patches, op, "images", "patches");
   switch (detail::backend_of(images, op)) {
     case detail::Backend::meta: return;
     case detail::Backend::cuda: SDP_ON_CUDA(cuda::patchify(images, patch, patches)); return;
@@ -111,7 +102,7 @@ void window_partition(const Tensor& x, int64_t window, int64_t shift, Tensor& wi
   constexpr const char* op = "window_partition";
   const Shape shape = check_windows(x, window, shift, op, "x");
   check_like(windows, x, shape, op, "windows");
-  expect_disjoint(x, windows, op, "x", "windows");
+  detail::expect_disjoint(x, windows, op, "x", "windows");
   switch (detail::backend_of(x, op)) {
     case detail::Backend::meta: return;
     case detail::Backend::cuda:
@@ -129,7 +120,7 @@ void window_merge(const Tensor& windows, int64_t window, int64_t shift, Tensor& 
   constexpr const char* op = "window_merge";
   const Shape shape = check_windows(x, window, shift, op, "x");
   check_like(windows, x, shape, op, "windows");
-  expect_disjoint(windows, x, op, "windows", "x");
+  detail::expect_disjoint(windows, x, op, "windows", "x");
   switch (detail::backend_of(x, op)) {
     case detail::Backend::meta: return;
     case detail::Backend::cuda: SDP_ON_CUDA(cuda::window_merge(windows, window, shift, x)); return;
@@ -145,7 +136,7 @@ void patch_merge_forward(const Tensor& x, Tensor& y) {
   constexpr const char* op = "patch_merge_forward";
   const Shape shape = check_patch_merge(x, op, "x");
   check_like(y, x, shape, op, "y");
-  expect_disjoint(x, y, op, "x", "y");
+  detail::expect_disjoint(x, y, op, "x", "y");
   switch (detail::backend_of(x, op)) {
     case detail::Backend::meta: return;
     case detail::Backend::cuda: SDP_ON_CUDA(cuda::patch_merge_forward(x, y)); return;
@@ -162,7 +153,7 @@ void patch_merge_backward_input(const Tensor& dy, Tensor& dx) {
   constexpr const char* op = "patch_merge_backward_input";
   const Shape shape = check_patch_merge(dx, op, "dx");
   check_like(dy, dx, shape, op, "dy");
-  expect_disjoint(dy, dx, op, "dy", "dx");
+  detail::expect_disjoint(dy, dx, op, "dy", "dx");
   switch (detail::backend_of(dx, op)) {
     case detail::Backend::meta: return;
     case detail::Backend::cuda: SDP_ON_CUDA(cuda::patch_merge_backward_input(dy, dx)); return;
@@ -179,7 +170,7 @@ void token_mean_forward(const Tensor& x, Tensor& y) {
   constexpr const char* op = "token_mean_forward";
   const int64_t l = check_token_mean(x, op, "x");
   check_like(y, x, Shape{x.size(0), x.size(-1)}, op, "y");
-  expect_disjoint(x, y, op, "x", "y");
+  detail::expect_disjoint(x, y, op, "x", "y");
   switch (detail::backend_of(x, op)) {
     case detail::Backend::meta: return;
     case detail::Backend::cuda: SDP_ON_CUDA(cuda::token_mean_forward(x, y)); return;
@@ -195,7 +186,7 @@ void token_mean_backward_input(const Tensor& dy, Tensor& dx) {
   constexpr const char* op = "token_mean_backward_input";
   const int64_t l = check_token_mean(dx, op, "dx");
   check_like(dy, dx, Shape{dx.size(0), dx.size(-1)}, op, "dy");
-  expect_disjoint(dy, dx, op, "dy", "dx");
+  detail::expect_disjoint(dy, dx, op, "dy", "dx");
   switch (detail::backend_of(dx, op)) {
     case detail::Backend::meta: return;
     case detail::Backend::cuda: SDP_ON_CUDA(cuda::token_mean_backward_input(dy, dx)); return;

@@ -91,14 +91,6 @@ void check_scale(double scale, const char* op) {
   if (!std::isfinite(scale)) fail(op, ": scale must be finite, got ", scale);
 }
 
-// An output must not share memory with a tensor the op reads after writing it.
-void expect_disjoint(const Tensor& a, const Tensor& b, const char* op, const char* a_arg,
-                     const char* b_arg) {
-  const auto pa = reinterpret_cast<uintptr_t>(a.raw()), pb = reinterpret_cast<uintptr_t>(b.raw());
-  if (a.bytes() > 0 && b.bytes() > 0 && pa < pb + b.bytes() && pb < pa + a.bytes())
-    fail(op, ": ", b_arg, " overlaps ", a_arg);
-}
-
 // The two products per (window, head) of N x N x Dh multiply-adds each.
 double products_flops(const cpu::WindowAttentionDims& d, int products) {
   return 2.0 * products * static_cast<double>(d.windows * d.heads) *
@@ -119,9 +111,9 @@ void window_attention_forward(const Tensor& qkv, const Tensor& table, const Tens
   check_scale(scale, op);
   check_like(out, qkv, out_shape(d), op, "out");
   check_like(probs, qkv, probs_shape(d), op, "probs");
-  expect_disjoint(qkv, out, op, "qkv", "out");
-  expect_disjoint(qkv, probs, op, "qkv", "probs");
-  expect_disjoint(out, probs, op, "out", "probs");
+  detail::expect_disjoint(qkv, out, op, "qkv", "out");
+  detail::expect_disjoint(qkv, probs, op, "qkv", "probs");
+  detail::expect_disjoint(out, probs, op, "out", "probs");
   count_flops(products_flops(d, 2));  // q k^T, P v
   switch (detail::backend_of(qkv, op)) {
     case detail::Backend::meta: return;
@@ -149,9 +141,9 @@ void window_attention_backward_input(const Tensor& dout, const Tensor& qkv, Tens
   check_index(index, qkv, d, op);
   check_scale(scale, op);
   check_like(dqkv, qkv, qkv.shape(), op, "dqkv");
-  expect_disjoint(qkv, dqkv, op, "qkv", "dqkv");
-  expect_disjoint(dout, dqkv, op, "dout", "dqkv");
-  expect_disjoint(probs, dqkv, op, "probs", "dqkv");
+  detail::expect_disjoint(qkv, dqkv, op, "qkv", "dqkv");
+  detail::expect_disjoint(dout, dqkv, op, "dout", "dqkv");
+  detail::expect_disjoint(probs, dqkv, op, "probs", "dqkv");
   if (dtable != nullptr) {
     expect_same_device(*dtable, qkv, op);
     detail::expect_accum(*dtable, qkv.dtype(), op, "dtable");
@@ -159,8 +151,8 @@ void window_attention_backward_input(const Tensor& dout, const Tensor& qkv, Tens
     if (dtable->ndim() != 2 || dtable->size(0) < 1 || dtable->size(1) != d.heads)
       fail(op, ": dtable must be [R, H] with R >= 1 and H = ", d.heads, ", got ",
            dtable->describe());
-    expect_disjoint(probs, *dtable, op, "probs", "dtable");
-    expect_disjoint(dqkv, *dtable, op, "dqkv", "dtable");
+    detail::expect_disjoint(probs, *dtable, op, "probs", "dtable");
+    detail::expect_disjoint(dqkv, *dtable, op, "dqkv", "dtable");
   }
   // dV = P^T dO, dP = dO v^T, dQ = dS k, dK = dS^T q.
   count_flops(products_flops(d, 4));
