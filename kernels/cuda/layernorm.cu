@@ -133,11 +133,12 @@ constexpr int kWeightLanes = kWeightThreads / kWeightCols<T>;
 // dweight[col] += sum over rows of dy xhat, dbias[col] += sum of dy. Block
 // (kWeightCols, kWeightLanes) owns its columns: lane y walks rows y, y +
 // lanes, ...; the lane sums are then added in lane order by one thread per
-// column.
+// column. 1024 threads a block: registers capped to fit (__launch_bounds__).
 template <typename T>
-__global__ void layernorm_backward_weight_kernel(const T* dy, const T* x, const float* mean,
-                                                 const float* rstd, float* dweight,
-                                                 float* dbias, int64_t n, int64_t d) {
+__global__ void __launch_bounds__(kWeightThreads)
+    layernorm_backward_weight_kernel(const T* dy, const T* x, const float* mean,
+                                     const float* rstd, float* dweight, float* dbias, int64_t n,
+                                     int64_t d) {
   constexpr int kCols = kWeightCols<T>, kLanes = kWeightLanes<T>;
   __shared__ float w_sums[kLanes][kCols];
   __shared__ float b_sums[kLanes][kCols];
