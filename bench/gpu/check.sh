@@ -352,6 +352,23 @@ st_cuda_tests_list() {  # without a GPU: how many there are, run none
   ctest --test-dir "$BUILD" -L cuda -N | tee "$RES/ctest_cuda_listed.txt"
 }
 
+# The Swin Transformer's ops on CUDA against the CPU (tag [swin]: LayerNorm,
+# GELU, the per-sample scale, the index maps, window attention at N = 16
+# and 49, shifted and not). They are part of cuda_tests' [ops] too; run
+# first and alone they get a log of their own, every comparison's measured
+# error in it, and a kernel fault of theirs cannot hide behind the other
+# ops. Without a GPU (--dry) the binary lists them instead.
+st_cuda_swin_ops() {
+  local bin
+  bin=$(find "$BUILD" -name sdp_cuda_tests -type f -perm -u+x 2>/dev/null | head -n 1)
+  [[ -n $bin ]] || { echo "no sdp_cuda_tests in $BUILD (built without CUDA?)"; return 1; }
+  if ((DRY)); then
+    "$bin" "[swin]" --list-tests
+  else
+    OMP_NUM_THREADS=4 "$bin" "[swin]" --durations yes
+  fi
+}
+
 # make_world("nccl") without MPI (nccl_smoke.cpp), compiled with the flags
 # CMake used for comm/make_world.cpp and linked to the build's libraries.
 # Without a GPU it must fail saying so (exit 3): that passes in --dry.
@@ -606,7 +623,7 @@ st_pipeline() {  # MODEL
 }
 
 export -f with_original_library_path st_env st_gemm st_deps st_configure st_build st_predict st_cuda_tests \
-  st_cuda_tests_list st_nccl_smoke st_cpu_tests with_smi st_ours st_ours_sdp st_torch st_resnet \
+  st_cuda_tests_list st_cuda_swin_ops st_nccl_smoke st_cpu_tests with_smi st_ours st_ours_sdp st_torch st_resnet \
   sharding_flags sharding_run st_sharding pipeline_run st_pipeline
 
 # ---- the run --------------------------------------------------------------
@@ -673,6 +690,7 @@ if [[ $SHARDING == only ]]; then
   exit 0
 fi
 [[ -x $SDP_TRAIN ]] && stage "predict_$first" 60 10 st_predict "$first"
+stage cuda_swin_ops 60 15 st_cuda_swin_ops
 if ((DRY)); then
   stage cuda_tests_listed 60 10 st_cuda_tests_list
 else
