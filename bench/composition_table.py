@@ -1,9 +1,9 @@
 #!/usr/bin/env python3
 """The SDP paper's composition table from dry runs: per-rank peak memory and
 bytes sent of DDP, FSDP, activation checkpointing (AC) and B-SDP, N-SDP and
-Bb-SDP composed with them, for the paper's LLaMA models and for CIFAR
-ResNets, from sdp-plan (one meta-device step of every emulated rank, no MPI,
-no GPU), beside the paper's ratios.
+Bb-SDP composed with them, for the paper's LLaMA models and for the CIFAR
+image models (ResNets, Swin-T), from sdp-plan (one meta-device step of
+every emulated rank, no MPI, no GPU), beside the paper's ratios.
 
 Usage: python3 bench/composition_table.py [--sdp-plan build/bin/sdp-plan]
            [--models llama-134m,llama-500m,llama-1b] [--worlds 8,16]
@@ -27,7 +27,7 @@ GIB, MIB, MB = 2**30, 2**20, 1e6
 # memory of the paper's LLaMA models", "SDP dry-run planner tables").
 LLAMA_BATCH, LLAMA_SEQ = 8, 1024
 RESNET_MODELS, RESNET_WORLD, RESNET_BATCH, RESNET_DTYPE, RESNET_C = (
-    ["resnet18", "wrn18"], 8, 128, "f32", 0.5)
+    ["resnet18", "wrn18", "swin-t"], 8, 128, "f32", 0.5)
 
 # The SDP paper's peak memory per GPU (GB) for its LLaMA composition figure.
 PAPER_GB = {"DDP": 70.9, "FSDP+AC": 11.0, "B-SDP+FSDP+AC": 9.7}
@@ -55,6 +55,14 @@ def llama_items(c):
 def resnet_items(c):
     return [("DDP", "ddp"), ("FSDP", "fsdp"), ("FSDP+AC", "fsdp+ac"), ("B-SDP", f"b-sdp:{c}"),
             ("B-SDP+FSDP+AC", f"b-sdp:{c}+fsdp+ac"), ("N-SDP+FSDP+AC", f"n-sdp:{c}+fsdp+ac")]
+
+
+def image_groups(rep):
+    """What N-SDP splits in an image model (a ResNet's channels, a Swin's heads and MLP units)."""
+    if rep.get("channel_groups"):
+        return f"{rep['channel_groups']} channel groups per block (N-SDP)"
+    return (f"{rep['head_groups']} head groups and {rep['ffn_groups']} MLP unit groups per "
+            "block (N-SDP)")
 
 
 def run_plan(binary, model, world, dtype, batch, seq, items):
@@ -118,7 +126,8 @@ def main():
     ap.add_argument("--worlds", default="8,16")
     ap.add_argument("--dtypes", default="f32,bf16")
     ap.add_argument("--fraction", type=float, default=0.6875, help="C of the SDP rows")
-    ap.add_argument("--no-resnet", action="store_true", help="skip the ResNet tables")
+    ap.add_argument("--no-resnet", action="store_true",
+                    help="skip the image-model tables (ResNets, Swin-T)")
     ap.add_argument("--check-ordering", action="store_true",
                     help="exit 1 when B-SDP+FSDP+AC < FSDP+AC < DDP fails for a table")
     args = ap.parse_args()
@@ -182,7 +191,7 @@ def main():
             out.append(f"### {model} ({rep['parameters'] / 1e6:.1f}M parameters), "
                        f"{RESNET_WORLD} ranks, batch {RESNET_BATCH} images per rank, "
                        f"{RESNET_DTYPE}, C = {RESNET_C} (r/N = {r}/{RESNET_WORLD}), "
-                       f"{rep['channel_groups']} channel groups per block (N-SDP)\n\n")
+                       f"{image_groups(rep)}\n\n")
             out.append(text)
             p = {k: by[k]["peak_bytes"]["max"] for k in by}
             out.append(f"\nB-SDP+FSDP+AC / FSDP+AC = {p['B-SDP+FSDP+AC'] / p['FSDP+AC']:.3f}, "
