@@ -33,8 +33,8 @@ inline Weights swin_random_weights(Arena& arena, uint64_t seed = 100) {
   ParameterSet& p = ref.params();
   for (int id = 0; id < p.count(); ++id) {
     const ParamDecl& d = p.decl(id);
-    const bool gain = d.name.find("norm") != std::string::npos &&
-                      d.name.find("weight") != std::string::npos;
+    const bool gain =
+        d.name.find("norm") != std::string::npos && d.name.find("weight") != std::string::npos;
     if (gain) {
       fill_uniform(p.param(id), seed + static_cast<uint64_t>(id), 0.5, 1.5);
     } else {
@@ -51,7 +51,8 @@ struct SwinBatch {
 inline SwinBatch swin_batch(Arena& arena, int64_t B = 3, uint64_t seed = 7) {
   SwinBatch b{arena.make({B, 3, 16, 16}, DType::f64), arena.make({B}, DType::i32)};
   fill_uniform(b.images, seed, -1.0, 1.0);
-  for (int64_t i = 0; i < B; ++i) b.labels.data<int32_t>()[i] = static_cast<int32_t>((3 * i + 1) % kSwinClasses);
+  for (int64_t i = 0; i < B; ++i)
+    b.labels.data<int32_t>()[i] = static_cast<int32_t>((3 * i + 1) % kSwinClasses);
   return b;
 }
 

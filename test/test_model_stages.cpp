@@ -103,7 +103,9 @@ Family swin_family() {
   f.input_shape = {3, 3, 16, 16};  // images [B, C, H, W]
   f.target_shape = {3};            // labels [B]
   f.input_dtype = DType::f64;
-  f.fill_inputs = [](const Tensor& t, uint64_t seed) { sdp::testing::fill_uniform(t, seed, -1.0, 1.0); };
+  f.fill_inputs = [](const Tensor& t, uint64_t seed) {
+    sdp::testing::fill_uniform(t, seed, -1.0, 1.0);
+  };
   f.fill_targets = [](const Tensor& t, uint64_t seed) {
     sdp::testing::fill_tokens(t, seed, static_cast<int32_t>(kClasses));
   };

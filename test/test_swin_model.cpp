@@ -8,9 +8,8 @@
 // global sample index (two half batches keyed as two ranks equal the whole
 // batch); the meta device counts the CPU allocator's bytes; a resumed run
 // is bit-identical; the bias tables are not weight-decayed.
-#include <catch2/catch.hpp>
-
 #include <algorithm>
+#include <catch2/catch.hpp>
 #include <filesystem>
 #include <set>
 #include <string>
@@ -75,14 +74,14 @@ std::vector<std::string> timm_names(const SwinConfig& c) {
   for (int s = 0; s < c.stage_count(); ++s) {
     const std::string layer = "layers." + std::to_string(s) + ".";
     if (s > 0)
-      for (const char* t : {"downsample.norm.weight", "downsample.norm.bias",
-                            "downsample.reduction.weight"})
+      for (const char* t :
+           {"downsample.norm.weight", "downsample.norm.bias", "downsample.reduction.weight"})
         n.push_back(layer + t);
     for (int64_t j = 0; j < c.depths[static_cast<size_t>(s)]; ++j)
-      for (const char* t : {"norm1.weight", "norm1.bias", "attn.relative_position_bias_table",
-                            "attn.qkv.weight", "attn.qkv.bias", "attn.proj.weight",
-                            "attn.proj.bias", "norm2.weight", "norm2.bias", "mlp.fc1.weight",
-                            "mlp.fc1.bias", "mlp.fc2.weight", "mlp.fc2.bias"})
+      for (const char* t :
+           {"norm1.weight", "norm1.bias", "attn.relative_position_bias_table", "attn.qkv.weight",
+            "attn.qkv.bias", "attn.proj.weight", "attn.proj.bias", "norm2.weight", "norm2.bias",
+            "mlp.fc1.weight", "mlp.fc1.bias", "mlp.fc2.weight", "mlp.fc2.bias"})
         n.push_back(layer + "blocks." + std::to_string(j) + "." + t);
   }
   for (const char* t : {"norm.weight", "norm.bias", "head.fc.weight", "head.fc.bias"})
@@ -110,8 +109,7 @@ TrainConfig micro_run() {
 
 }  // namespace
 
-TEST_CASE("Swin Transformers have timm's parameter counts, names and components",
-          "[model][swin]") {
+TEST_CASE("Swin Transformers have timm's parameter counts, names and components", "[model][swin]") {
   // timm 1.0.9's SwinTransformer with these arguments counts the same.
   REQUIRE(SwinConfig::named("swin-t").parameter_count() == 27505108);
   REQUIRE(SwinConfig::named("swin-mini").parameter_count() == 2280486);
@@ -180,8 +178,7 @@ TEST_CASE("Swin Transformers have timm's parameter counts, names and components"
   REQUIRE(describe_model_config(j).find("swin-mini") == 0);
 }
 
-TEST_CASE("Swin gradients of every parameter match finite differences (f64)",
-          "[model][swin]") {
+TEST_CASE("Swin gradients of every parameter match finite differences (f64)", "[model][swin]") {
   Arena arena;
   const auto weights = swin_random_weights(arena);
   const SwinBatch batch = swin_batch(arena);
@@ -245,7 +242,8 @@ TEST_CASE("Swin forward masking equals the full network with dropped parts zeroe
   // Zeroes columns [c0, c1) of every row of a [rows, cols] full tensor.
   auto zero_columns = [](std::vector<double>& w, int64_t cols, int64_t c0, int64_t c1) {
     for (size_t r = 0; r < w.size() / static_cast<size_t>(cols); ++r)
-      for (int64_t c = c0; c < c1; ++c) w[r * static_cast<size_t>(cols) + static_cast<size_t>(c)] = 0;
+      for (int64_t c = c0; c < c1; ++c)
+        w[r * static_cast<size_t>(cols) + static_cast<size_t>(c)] = 0;
   };
 
   SECTION("N-SDP: head group 1 of block 1 and MLP group 0 of block 2 dropped") {
@@ -418,7 +416,8 @@ TEST_CASE("Swin relative position bias tables are not weight-decayed", "[model][
   const Weights after = full_values(m.params(), false, arena);
   const std::string table = "layers.0.blocks.0.attn.relative_position_bias_table";
   REQUIRE(after.at(table) == before.at(table));
-  REQUIRE(after.at("layers.0.blocks.0.attn.qkv.weight") != before.at("layers.0.blocks.0.attn.qkv.weight"));
+  REQUIRE(after.at("layers.0.blocks.0.attn.qkv.weight") !=
+          before.at("layers.0.blocks.0.attn.qkv.weight"));
 }
 
 TEST_CASE("Swin meta dry run reports exactly the CPU allocator's bytes", "[trainer][meta][swin]") {

@@ -1,6 +1,6 @@
 // sdp-train: trains a LLaMA model, a CIFAR ResNet or a Swin Transformer with
-// the sdp-engine, in one process or as `mpirun -np N sdp-train ...` (one rank per process, MPI found from the
-// launcher's environment).
+// the sdp-engine, in one process or as `mpirun -np N sdp-train ...` (one
+// rank per process, MPI found from the launcher's environment).
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
@@ -61,9 +61,9 @@ int check_output_delivered(int rc) {
 int main(int argc, char** argv) {
   using sdp::comm::MpiRuntime;
   CLI::App app{
-      "sdp-train: train LLaMA models, CIFAR ResNets and Swin Transformers with the sdp-engine (DDP and Subnetwork Data "
-      "Parallelism).\nFields come from defaults, then --config FILE (JSON), then flags. "
-      "Multi-rank: mpirun -np N sdp-train ..."};
+      "sdp-train: train LLaMA models, CIFAR ResNets and Swin Transformers with the sdp-engine "
+      "(DDP and Subnetwork Data Parallelism).\nFields come from defaults, then --config FILE "
+      "(JSON), then flags. Multi-rank: mpirun -np N sdp-train ..."};
   app.get_formatter()->column_width(34);
   sdp::app::CliOptions options;
   sdp::app::add_options(app, options);

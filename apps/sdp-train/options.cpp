@@ -34,7 +34,8 @@ void add_options(CLI::App& app, CliOptions& o) {
   auto* model = app.add_option_group("Model and data");
   model->add_option("--model", c.model,
                     "Named model (--list-models): LLaMA tiny, mini, small, small-32k, llama-134m, "
-                    "llama-500m, llama-1b; CIFAR ResNets resnet-tiny, resnet-mini, resnet18, wrn18, "
+                    "llama-500m, llama-1b; CIFAR ResNets resnet-tiny, resnet-mini, resnet18, "
+                    "wrn18, "
                     "resnet152-basic; CIFAR Swin Transformers swin-micro, swin-mini, swin-t");
   model->add_option("--data", c.data,
                     "LLaMA tokens: synthetic[:vocab=V,seed=S], text:PATH (bytes), "

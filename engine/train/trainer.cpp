@@ -126,7 +126,8 @@ Trainer::Trainer(const TrainConfig& config, std::unique_ptr<comm::Communicator> 
   model_ = make_model(config_.model, layout_.model_layout, facts_);
   // Stochastic depth: the run's rate, or the model's own (Swin-T's recipe);
   // a model without it refuses a nonzero rate.
-  model_->set_drop_path(config_.drop_path >= 0 ? config_.drop_path : default_drop_path(config_.model));
+  model_->set_drop_path(config_.drop_path >= 0 ? config_.drop_path
+                                               : default_drop_path(config_.model));
   if (family == ModelFamily::llama) {
     const auto& mc = dynamic_cast<const llama::LlamaModel&>(*model_).config();
     if (train_data_->vocab_size() > mc.vocab)

@@ -15,20 +15,20 @@ Shape merged_shape(const Shape& x, int64_t channels) {
 
 OwnedTensor merge_forward(const ParameterSet& p, const MergeParams& m, double eps, const Tensor& x,
                           MergeSaved* saved, Allocator& alloc) {
-  SDP_CHECK(x.ndim() == 4 && x.size(1) % 2 == 0 && x.size(2) % 2 == 0,
-            "patch merging: input ", x.describe(), " must be [B, H, W, C] with H, W even");
+  SDP_CHECK(x.ndim() == 4 && x.size(1) % 2 == 0 && x.size(2) % 2 == 0, "patch merging: input ",
+            x.describe(), " must be [B, H, W, C] with H, W even");
   const Tensor red = p.param(m.reduction);  // [Cout, 4 Cin]
   const int64_t Cin4 = 4 * x.size(3), Cout = red.size(0);
   const DType dt = x.dtype(), st = accum_dtype(dt);
   const MemCategory cat = saved ? kSaved : kScratch;
   const Shape gs = merged_shape(x.shape(), Cin4);
-  OwnedTensor g(alloc, gs, dt, cat);                                    // [B, H/2, W/2, 4 Cin]
+  OwnedTensor g(alloc, gs, dt, cat);  // [B, H/2, W/2, 4 Cin]
   ops::patch_merge_forward(x, *g);
-  OwnedTensor mean(alloc, {gs[0], gs[1], gs[2]}, st, cat);              // [B, H/2, W/2]
+  OwnedTensor mean(alloc, {gs[0], gs[1], gs[2]}, st, cat);  // [B, H/2, W/2]
   OwnedTensor rstd(alloc, {gs[0], gs[1], gs[2]}, st, cat);
-  OwnedTensor n(alloc, gs, dt, cat);                                    // [B, H/2, W/2, 4 Cin]
+  OwnedTensor n(alloc, gs, dt, cat);  // [B, H/2, W/2, 4 Cin]
   ops::layernorm_forward(*g, p.param(m.norm_weight), p.param(m.norm_bias), eps, *n, *mean, *rstd);
-  OwnedTensor z(alloc, merged_shape(x.shape(), Cout), dt, kSaved);      // [B, H/2, W/2, Cout]
+  OwnedTensor z(alloc, merged_shape(x.shape(), Cout), dt, kSaved);  // [B, H/2, W/2, Cout]
   const int64_t rows = gs[0] * gs[1] * gs[2];
   Tensor z2 = z->view({rows, Cout});
   ops::linear_forward(n->view({rows, Cin4}), red, z2);
@@ -48,9 +48,9 @@ OwnedTensor merge_backward_input(const ParameterSet& p, const MergeParams& m, Me
   const int64_t rows = gs[0] * gs[1] * gs[2];
   Tensor dn2 = dn.view({rows, gs[3]});
   ops::linear_backward_input(dz.view({rows, dz.size(3)}), p.param(m.reduction), dn2);
-  OwnedTensor dg(alloc, gs, dz.dtype(), kScratch);                      // [B, H/2, W/2, 4 Cin]
+  OwnedTensor dg(alloc, gs, dz.dtype(), kScratch);  // [B, H/2, W/2, 4 Cin]
   ops::layernorm_backward_input(dn, *s.g, p.param(m.norm_weight), *s.mean, *s.rstd, *dg);
-  OwnedTensor dx(alloc, x_shape, dz.dtype(), kSaved);                   // [B, H, W, Cin]
+  OwnedTensor dx(alloc, x_shape, dz.dtype(), kSaved);  // [B, H, W, Cin]
   ops::patch_merge_backward_input(*dg, *dx);
   return dx;
 }

@@ -105,13 +105,14 @@ std::vector<double> SwinBlock::drop_factors(const DropPathKey& key, int block, i
   // One stream per (seed, step, block, branch); the sample's global index
   // picks the draw within it. Kept with probability 1 - rate, as timm's
   // DropPath (scaled by 1 / (1 - rate)).
-  const uint64_t stream = splitmix64(
-      key.seed ^ splitmix64(static_cast<uint64_t>(key.step) * 0x5157494eull ^
-                            splitmix64(static_cast<uint64_t>(2 * block + branch))));
+  const uint64_t stream =
+      splitmix64(key.seed ^ splitmix64(static_cast<uint64_t>(key.step) * 0x5157494eull ^
+                                       splitmix64(static_cast<uint64_t>(2 * block + branch))));
   std::vector<double> f(static_cast<size_t>(batch));
   for (int64_t b = 0; b < batch; ++b) {
     const uint64_t sample = static_cast<uint64_t>(key.first_sample + b * key.sample_stride);
-    f[static_cast<size_t>(b)] = counter_uniform(stream, sample) < 1.0 - rate ? 1.0 / (1.0 - rate) : 0.0;
+    f[static_cast<size_t>(b)] =
+        counter_uniform(stream, sample) < 1.0 - rate ? 1.0 / (1.0 - rate) : 0.0;
   }
   return f;
 }
@@ -173,17 +174,17 @@ TrunkBlock::Forward SwinBlock::forward(const Tensor& x, BlockMode mode, Allocato
   bool any_head = false;
   for (const HeadGroupParams& g : ids_.heads) any_head |= P.is_materialized(g.proj);
   if (any_head) {
-    s.mean1 = OwnedTensor(alloc, {B, R, R}, st, kSaved);   // [B, R, R]
+    s.mean1 = OwnedTensor(alloc, {B, R, R}, st, kSaved);  // [B, R, R]
     s.rstd1 = OwnedTensor(alloc, {B, R, R}, st, kSaved);
-    OwnedTensor h1(alloc, {B, R, R, C}, dt, kScratch);      // [B, R, R, C]
+    OwnedTensor h1(alloc, {B, R, R, C}, dt, kScratch);  // [B, R, R, C]
     ops::layernorm_forward(z, P.param(ids_.norm1_weight), P.param(ids_.norm1_bias), sh.eps, *h1,
                            *s.mean1, *s.rstd1);
-    s.h1w = OwnedTensor(alloc, {Bw, N, C}, dt, kSaved);     // [Bw, N, C]
+    s.h1w = OwnedTensor(alloc, {Bw, N, C}, dt, kSaved);  // [Bw, N, C]
     ops::window_partition(*h1, w, sh.shift, *s.h1w);
   }
   const double scale = 1.0 / std::sqrt(static_cast<double>(Dh));
   const Tensor mask = constants_.mask ? *constants_.mask : Tensor();
-  OwnedTensor attn;                                         // [M, C] window order
+  OwnedTensor attn;  // [M, C] window order
   for (int gi = 0; gi < static_cast<int>(ids_.heads.size()); ++gi) {
     const HeadGroupParams& g = ids_.heads[static_cast<size_t>(gi)];
     if (!P.is_materialized(g.proj)) continue;
@@ -193,11 +194,11 @@ TrunkBlock::Forward SwinBlock::forward(const Tensor& x, BlockMode mode, Allocato
     Tensor qkv2 = hs.qkv->view({M, 3 * hg * Dh});
     ops::linear_forward(s.h1w->view({M, C}), qkv_weight(g), qkv2);
     ops::bias_add_forward(qkv2, qkv_bias(g));
-    hs.out = OwnedTensor(alloc, {Bw, N, hg, Dh}, dt, kSaved);     // [Bw, N, hg, Dh]
-    hs.probs = OwnedTensor(alloc, {Bw, hg, N, N}, dt, kSaved);    // [Bw, hg, N, N]
+    hs.out = OwnedTensor(alloc, {Bw, N, hg, Dh}, dt, kSaved);   // [Bw, N, hg, Dh]
+    hs.probs = OwnedTensor(alloc, {Bw, hg, N, N}, dt, kSaved);  // [Bw, hg, N, N]
     ops::window_attention_forward(*hs.qkv, P.param(g.table), *constants_.index, mask, scale,
                                   *hs.out, *hs.probs);
-    OwnedTensor part(alloc, {M, C}, dt, kScratch);                // [M, C]
+    OwnedTensor part(alloc, {M, C}, dt, kScratch);  // [M, C]
     ops::linear_forward(hs.out->view({M, hg * Dh}), P.param(g.proj), *part);
     add_into(attn, std::move(part));
     if (train) s.heads.push_back(std::move(hs));
@@ -207,11 +208,11 @@ TrunkBlock::Forward SwinBlock::forward(const Tensor& x, BlockMode mode, Allocato
     ops::fill(*attn, 0.0);
   }
   ops::bias_add_forward(*attn, P.param(ids_.proj_bias));
-  OwnedTensor a(alloc, {B, R, R, C}, dt, kScratch);                 // [B, R, R, C]
+  OwnedTensor a(alloc, {B, R, R, C}, dt, kScratch);  // [B, R, R, C]
   ops::window_merge(attn->view({Bw, N, C}), w, sh.shift, *a);
   attn = OwnedTensor();
   if (s.f1) ops::scale_per_sample(*a, *s.f1, *a);
-  s.x_mid = OwnedTensor(alloc, {B, R, R, C}, dt, kSaved);           // [B, R, R, C]
+  s.x_mid = OwnedTensor(alloc, {B, R, R, C}, dt, kSaved);  // [B, R, R, C]
   ops::add(z, *a, *s.x_mid);
   a = OwnedTensor();
 
@@ -221,22 +222,22 @@ TrunkBlock::Forward SwinBlock::forward(const Tensor& x, BlockMode mode, Allocato
   if (any_mlp) {
     s.mean2 = OwnedTensor(alloc, {B, R, R}, st, kSaved);
     s.rstd2 = OwnedTensor(alloc, {B, R, R}, st, kSaved);
-    s.h2 = OwnedTensor(alloc, {B, R, R, C}, dt, kSaved);            // [B, R, R, C]
+    s.h2 = OwnedTensor(alloc, {B, R, R, C}, dt, kSaved);  // [B, R, R, C]
     ops::layernorm_forward(*s.x_mid, P.param(ids_.norm2_weight), P.param(ids_.norm2_bias), sh.eps,
                            *s.h2, *s.mean2, *s.rstd2);
   }
-  OwnedTensor mlp;                                                  // [M, C]
+  OwnedTensor mlp;  // [M, C]
   for (int gi = 0; gi < static_cast<int>(ids_.mlp.size()); ++gi) {
     const MlpGroupParams& g = ids_.mlp[static_cast<size_t>(gi)];
     if (!P.is_materialized(g.fc1_weight)) continue;
     MlpSaved ms;
     ms.group = gi;
-    ms.pre = OwnedTensor(alloc, {M, units}, dt, kSaved);            // [M, units]
+    ms.pre = OwnedTensor(alloc, {M, units}, dt, kSaved);  // [M, units]
     ops::linear_forward(s.h2->view({M, C}), P.param(g.fc1_weight), *ms.pre);
     ops::bias_add_forward(*ms.pre, P.param(g.fc1_bias));
-    ms.act = OwnedTensor(alloc, {M, units}, dt, kSaved);            // [M, units]
+    ms.act = OwnedTensor(alloc, {M, units}, dt, kSaved);  // [M, units]
     ops::gelu_forward(*ms.pre, *ms.act);
-    OwnedTensor part(alloc, {M, C}, dt, kScratch);                  // [M, C]
+    OwnedTensor part(alloc, {M, C}, dt, kScratch);  // [M, C]
     ops::linear_forward(*ms.act, P.param(g.fc2_weight), *part);
     add_into(mlp, std::move(part));
     if (train) s.mlp.push_back(std::move(ms));
@@ -248,7 +249,7 @@ TrunkBlock::Forward SwinBlock::forward(const Tensor& x, BlockMode mode, Allocato
   ops::bias_add_forward(*mlp, P.param(ids_.fc2_bias));
   Tensor mlp4 = mlp->view({B, R, R, C});
   if (s.f2) ops::scale_per_sample(mlp4, *s.f2, mlp4);
-  OwnedTensor y(alloc, {B, R, R, C}, dt, kSaved);                   // [B, R, R, C]
+  OwnedTensor y(alloc, {B, R, R, C}, dt, kSaved);  // [B, R, R, C]
   ops::add(*s.x_mid, mlp4, *y);
 
   Forward out;
@@ -293,7 +294,7 @@ OwnedTensor SwinBlock::backward_input(BlockContext& saved, const Tensor& x, cons
     for (MlpSaved& ms : s.mlp) {
       const MlpGroupParams& wg = ids_.mlp[static_cast<size_t>(ms.group)];
       const bool mine = keep_for_weights && P.is_trained(wg.fc1_weight);
-      OwnedTensor d_act(alloc, {M, units}, dt, kScratch);          // [M, units]
+      OwnedTensor d_act(alloc, {M, units}, dt, kScratch);  // [M, units]
       ops::linear_backward_input(*g.d_mlp, P.param(wg.fc2_weight), *d_act);
       MlpGrads mg;
       mg.dpre = OwnedTensor(alloc, {M, units}, dt, mine ? kSaved : kScratch);  // [M, units]
@@ -319,23 +320,23 @@ OwnedTensor SwinBlock::backward_input(BlockContext& saved, const Tensor& x, cons
 
     // ---- attention: m = z + d1 * merge(proj(attn(partition(h1))) + bp)
     {
-      OwnedTensor da(alloc, {B, R, R, C}, dt, kScratch);           // [B, R, R, C]
+      OwnedTensor da(alloc, {B, R, R, C}, dt, kScratch);  // [B, R, R, C]
       if (s.f1) {
         ops::scale_per_sample(*d_mid, *s.f1, *da);
       } else {
         ops::copy(*d_mid, *da);
       }
-      g.d_attn = OwnedTensor(alloc, {M, C}, dt, keep);              // [M, C] window order
+      g.d_attn = OwnedTensor(alloc, {M, C}, dt, keep);  // [M, C] window order
       Tensor d_attn3 = g.d_attn->view({Bw, N, C});
       ops::window_partition(*da, w, sh.shift, d_attn3);
     }
     const double scale = 1.0 / std::sqrt(static_cast<double>(Dh));
-    OwnedTensor dh1w;                                                // [M, C] window order
+    OwnedTensor dh1w;  // [M, C] window order
     for (HeadSaved& hs : s.heads) {
       const HeadGroupParams& wg = ids_.heads[static_cast<size_t>(hs.group)];
       const bool trained = P.is_trained(wg.proj);
       const bool mine = keep_for_weights && trained;
-      OwnedTensor d_out(alloc, {Bw, N, hg, Dh}, dt, kScratch);      // [Bw, N, hg, Dh]
+      OwnedTensor d_out(alloc, {Bw, N, hg, Dh}, dt, kScratch);  // [Bw, N, hg, Dh]
       Tensor d_out2 = d_out->view({M, hg * Dh});
       ops::linear_backward_input(*g.d_attn, P.param(wg.proj), d_out2);
       HeadGrads hgr;
@@ -346,7 +347,7 @@ OwnedTensor SwinBlock::backward_input(BlockContext& saved, const Tensor& x, cons
       d_out = OwnedTensor();
       hs.probs = OwnedTensor();
       hs.qkv = OwnedTensor();
-      OwnedTensor part(alloc, {M, C}, dt, kScratch);                // [M, C]
+      OwnedTensor part(alloc, {M, C}, dt, kScratch);  // [M, C]
       ops::linear_backward_input(hgr.dqkv->view({M, 3 * hg * Dh}), qkv_weight(wg), *part);
       add_into(dh1w, std::move(part));
       if (!mine) {
@@ -357,7 +358,7 @@ OwnedTensor SwinBlock::backward_input(BlockContext& saved, const Tensor& x, cons
     }
     if (dh1w) {
       const Tensor& z = sh.merge ? *s.z : x;
-      g.dh1 = OwnedTensor(alloc, {B, R, R, C}, dt, keep);           // [B, R, R, C]
+      g.dh1 = OwnedTensor(alloc, {B, R, R, C}, dt, keep);  // [B, R, R, C]
       ops::window_merge(dh1w->view({Bw, N, C}), w, sh.shift, *g.dh1);
       dh1w = OwnedTensor();
       OwnedTensor t(alloc, {B, R, R, C}, dt, kScratch);

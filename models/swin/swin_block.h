@@ -56,8 +56,8 @@ struct HeadGroupParams {
   // another in one storage group, so that they are contiguous: together a
   // [3 hg Dh, C] matrix in timm's (3, heads, Dh) row order.
   std::vector<int> qkv_weight, qkv_bias;
-  int table = -1;   // [R, hg] relative position bias table columns
-  int proj = -1;    // [C, hg Dh] proj.weight columns
+  int table = -1;  // [R, hg] relative position bias table columns
+  int proj = -1;   // [C, hg Dh] proj.weight columns
 };
 struct MlpGroupParams {
   int fc1_weight = -1, fc1_bias = -1;  // [units, C], [units]
@@ -65,10 +65,10 @@ struct MlpGroupParams {
 };
 struct SwinBlockParams {
   int norm1_weight = -1, norm1_bias = -1, norm2_weight = -1, norm2_bias = -1;  // [C]
-  int proj_bias = -1, fc2_bias = -1;                                          // [C]
+  int proj_bias = -1, fc2_bias = -1;                                           // [C]
   std::vector<HeadGroupParams> heads;  // all groups of the model, held or not
   std::vector<MlpGroupParams> mlp;
-  MergeParams merge;                   // present in a stage's first block (stage > 0)
+  MergeParams merge;  // present in a stage's first block (stage > 0)
 };
 
 // Model constants of one block (allocated and filled by the model).
@@ -103,8 +103,8 @@ class SwinBlock final : public TrunkBlock {
 
   // x [B, R', R', in_dim] -> y [B, R, R, C].
   Forward forward(const Tensor& x, BlockMode mode, Allocator& alloc) override;
-  OwnedTensor backward_input(BlockContext& saved, const Tensor& x, const Tensor* y,
-                             OwnedTensor dy, bool keep_for_weights, Allocator& alloc) override;
+  OwnedTensor backward_input(BlockContext& saved, const Tensor& x, const Tensor* y, OwnedTensor dy,
+                             bool keep_for_weights, Allocator& alloc) override;
   void backward_weight(BlockContext& saved, const Tensor& x, Allocator& alloc) override;
 
   // The drop path factors [B] of sample b under `key` for branch 0
@@ -125,25 +125,29 @@ class SwinBlock final : public TrunkBlock {
   };
   struct Saved {
     std::optional<MergeSaved> merge;
-    OwnedTensor z;                  // [B, R, R, C] the block's input after merging
-    OwnedTensor mean1, rstd1;       // [B, R, R]
-    OwnedTensor h1w;                // [Bw N, C] LayerNorm1 output in window order
+    OwnedTensor z;             // [B, R, R, C] the block's input after merging
+    OwnedTensor mean1, rstd1;  // [B, R, R]
+    OwnedTensor h1w;           // [Bw N, C] LayerNorm1 output in window order
     std::vector<HeadSaved> heads;
-    OwnedTensor x_mid;              // [B, R, R, C] after the attention residual
-    OwnedTensor mean2, rstd2, h2;   // [B, R, R], [M, C]
+    OwnedTensor x_mid;             // [B, R, R, C] after the attention residual
+    OwnedTensor mean2, rstd2, h2;  // [B, R, R]; h2 [B, R, R, C] LayerNorm2 output
     std::vector<MlpSaved> mlp;
-    OwnedTensor f1, f2;             // [B] drop path factors (accum dtype), or empty
+    OwnedTensor f1, f2;  // [B] drop path factors (accum dtype), or empty
   };
-  struct HeadGrads { OwnedTensor dqkv; };   // [M, 3 hg Dh]
-  struct MlpGrads { OwnedTensor dpre; };    // [M, units]
-  struct OutputGrads {  // what backward_weight needs
-    OwnedTensor d_attn;   // [M, C] proj output gradient, window order
-    OwnedTensor dh1;      // [B, R, R, C] LayerNorm1 output gradient
+  struct HeadGrads {
+    OwnedTensor dqkv;
+  };  // [M, 3 hg Dh]
+  struct MlpGrads {
+    OwnedTensor dpre;
+  };                     // [M, units]
+  struct OutputGrads {   // what backward_weight needs
+    OwnedTensor d_attn;  // [M, C] proj output gradient, window order
+    OwnedTensor dh1;     // [B, R, R, C] LayerNorm1 output gradient
     std::vector<HeadGrads> heads;
-    OwnedTensor d_mlp;    // [M, C] fc2 output gradient
-    OwnedTensor dh2;      // [M, C] LayerNorm2 output gradient
+    OwnedTensor d_mlp;  // [M, C] fc2 output gradient
+    OwnedTensor dh2;    // [M, C] LayerNorm2 output gradient
     std::vector<MlpGrads> mlp;
-    OwnedTensor dz, dn;   // merging: [B, R, R, C] its output's and [.., 4 Cin] its norm's gradient
+    OwnedTensor dz, dn;  // merging: [B, R, R, C] its output's and [.., 4 Cin] its norm's gradient
   };
   struct Context final : BlockContext {
     std::optional<Saved> saved;

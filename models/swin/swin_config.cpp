@@ -49,8 +49,8 @@ int64_t SwinConfig::parameter_count() const {
   for (int s = 0; s < stage_count(); ++s) {
     const int64_t C = stage_dim(s), H = num_heads[static_cast<size_t>(s)], F = mlp_hidden(s);
     if (s > 0) n += ln(2 * C) + linear(C, 2 * C, false);  // patch merging of the C/2-wide input
-    const int64_t block = ln(C) + linear(3 * C, C, true) + table_rows(s) * H +
-                          linear(C, C, true) + ln(C) + linear(F, C, true) + linear(C, F, true);
+    const int64_t block = ln(C) + linear(3 * C, C, true) + table_rows(s) * H + linear(C, C, true) +
+                          ln(C) + linear(F, C, true) + linear(C, F, true);
     n += depths[static_cast<size_t>(s)] * block;
   }
   const int64_t last = stage_dim(stage_count() - 1);
@@ -66,8 +66,8 @@ void SwinConfig::validate() const {
   if (num_classes < 2) fail("model config: num_classes = ", num_classes, " must be at least 2");
   if (embed_dim <= 0) fail("model config: embed_dim = ", embed_dim, " must be positive");
   if (patch_size <= 0 || img_size <= 0 || img_size % patch_size != 0)
-    fail("model config: img_size = ", img_size, " must be a positive multiple of patch_size = ",
-         patch_size);
+    fail("model config: img_size = ", img_size,
+         " must be a positive multiple of patch_size = ", patch_size);
   if (window_size <= 0) fail("model config: window_size = ", window_size, " must be positive");
   if (!(mlp_ratio > 0)) fail("model config: mlp_ratio = ", mlp_ratio, " must be > 0");
   if (!(drop_path_rate >= 0 && drop_path_rate < 1))

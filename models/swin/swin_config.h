@@ -18,10 +18,9 @@
 // the first block to drop_path_rate at the last (timm's schedule); the rate
 // is a training setting, not part of the architecture.
 #include <cstdint>
+#include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
-
-#include <nlohmann/json.hpp>
 
 namespace sdp::swin {
 

@@ -16,7 +16,7 @@ constexpr MemCategory kScratch = MemCategory::workspace;
 constexpr double kInitStd = 0.02;  // timm's trunc_normal_(std=.02) of linears and bias tables
 
 struct BlockSite {
-  std::string prefix;  // "layers.1.blocks.0."
+  std::string prefix;        // "layers.1.blocks.0."
   std::string stage_prefix;  // "layers.1."
   SwinBlockShape shape;
   int stage = 0;
@@ -54,8 +54,8 @@ std::vector<int32_t> relative_position_index(int64_t w) {
   std::vector<int32_t> idx(static_cast<size_t>(N * N));
   for (int64_t i = 0; i < N; ++i)
     for (int64_t j = 0; j < N; ++j)
-      idx[static_cast<size_t>(i * N + j)] = static_cast<int32_t>(
-          (i / w - j / w + w - 1) * (2 * w - 1) + (i % w - j % w + w - 1));
+      idx[static_cast<size_t>(i * N + j)] =
+          static_cast<int32_t>((i / w - j / w + w - 1) * (2 * w - 1) + (i % w - j % w + w - 1));
   return idx;
 }
 
@@ -92,8 +92,8 @@ std::vector<Component> SwinModel::component_specs(const SwinConfig& config,
     out.push_back({"shared.input", ComponentKind::shared, -1, 0, {}, 0, -1, 0});
     for (int b = 0; b < L; ++b)
       if (neuron || sites[static_cast<size_t>(b)].shape.merge)
-        out.push_back({"shared.block." + std::to_string(b), ComponentKind::shared, b, 0, {}, 0, -1,
-                       1 + b});
+        out.push_back(
+            {"shared.block." + std::to_string(b), ComponentKind::shared, b, 0, {}, 0, -1, 1 + b});
     out.push_back({"shared.output", ComponentKind::shared, -1, 0, {}, 0, -1, L + 1});
   } else {
     out.push_back({"shared", ComponentKind::shared, -1, 0, {}, 0, -1, -1});
@@ -104,7 +104,8 @@ std::vector<Component> SwinModel::component_specs(const SwinConfig& config,
     return out;
   }
   for (int s = 0; s < config.stage_count(); ++s) {
-    if (layout.head_groups < 1 || config.num_heads[static_cast<size_t>(s)] % layout.head_groups != 0)
+    if (layout.head_groups < 1 ||
+        config.num_heads[static_cast<size_t>(s)] % layout.head_groups != 0)
       fail("head_groups = ", layout.head_groups, " must divide every stage's heads; stage ", s,
            " of model ", config.name, " has ", config.num_heads[static_cast<size_t>(s)]);
     if (layout.ffn_groups < 1 || config.mlp_hidden(s) % layout.ffn_groups != 0)
@@ -117,11 +118,23 @@ std::vector<Component> SwinModel::component_specs(const SwinConfig& config,
     for (int b = 0; b < L; ++b) {
       const std::string block = "block." + std::to_string(b);
       if (g < layout.ffn_groups)
-        out.push_back({block + ".ffn." + std::to_string(g), ComponentKind::ffn_group, b, g, {}, 0,
-                       -1, 1 + b});
+        out.push_back({block + ".ffn." + std::to_string(g),
+                       ComponentKind::ffn_group,
+                       b,
+                       g,
+                       {},
+                       0,
+                       -1,
+                       1 + b});
       if (g < layout.head_groups)
-        out.push_back({block + ".heads." + std::to_string(g), ComponentKind::head_group, b, g, {},
-                       0, -1, 1 + b});
+        out.push_back({block + ".heads." + std::to_string(g),
+                       ComponentKind::head_group,
+                       b,
+                       g,
+                       {},
+                       0,
+                       -1,
+                       1 + b});
     }
   return out;
 }
@@ -196,7 +209,8 @@ void SwinModel::declare_parameters() {
             const int64_t in4 = 4 * s.shape.in_dim;
             m.norm_weight = ones(s.stage_prefix + "downsample.norm.weight", in4);
             m.norm_bias = zeros(s.stage_prefix + "downsample.norm.bias", in4);
-            m.reduction = normal(s.stage_prefix + "downsample.reduction.weight", {s.shape.dim, in4});
+            m.reduction =
+                normal(s.stage_prefix + "downsample.reduction.weight", {s.shape.dim, in4});
           }
           if (neuron) declare_block_shared(b);
         }
@@ -246,13 +260,12 @@ void SwinModel::declare_parameters() {
               s.prefix + "attn.qkv.weight", {3 * C, C}, 0, part * C + start, width,
               label + "." + parts[part], g, InitKind::normal, kInitStd)));
         for (int part = 0; part < 3; ++part)
-          h.qkv_bias.push_back(add(params_.declare_piece(s.prefix + "attn.qkv.bias", {3 * C}, 0,
-                                                         part * C + start, width,
-                                                         label + "." + parts[part], g,
-                                                         InitKind::zeros)));
-        h.table = add(params_.declare_piece(s.prefix + "attn.relative_position_bias_table",
-                                            {rows, H}, 1, comp.index * hg, hg, label, g,
-                                            InitKind::normal, kInitStd));
+          h.qkv_bias.push_back(
+              add(params_.declare_piece(s.prefix + "attn.qkv.bias", {3 * C}, 0, part * C + start,
+                                        width, label + "." + parts[part], g, InitKind::zeros)));
+        h.table =
+            add(params_.declare_piece(s.prefix + "attn.relative_position_bias_table", {rows, H}, 1,
+                                      comp.index * hg, hg, label, g, InitKind::normal, kInitStd));
         h.proj = add(params_.declare_piece(s.prefix + "attn.proj.weight", {C, C}, 1, start, width,
                                            label, g, InitKind::normal, kInitStd));
         break;
@@ -286,10 +299,9 @@ void SwinModel::declare_parameters() {
   for (size_t b = 0; b < sites.size(); ++b) {
     shapes_.push_back(sites[b].shape);
     constants_.push_back(std::make_unique<WindowConstants>());
-    blocks_.push_back(std::make_unique<SwinBlock>(sites[b].shape, params_, *constants_.back(),
-                                                  current_key_,
-                                                  c.block_drop_path(static_cast<int64_t>(b)),
-                                                  static_cast<int>(b), std::move(blocks[b])));
+    blocks_.push_back(std::make_unique<SwinBlock>(
+        sites[b].shape, params_, *constants_.back(), current_key_,
+        c.block_drop_path(static_cast<int64_t>(b)), static_cast<int>(b), std::move(blocks[b])));
     trunk_blocks.push_back(blocks_.back().get());
   }
   trunk_ = std::make_unique<Trunk>(params_, std::move(trunk_blocks));
@@ -319,7 +331,8 @@ void SwinModel::build_constants() {
   for (size_t b = 0; b < blocks_.size(); ++b) {
     const SwinBlockShape& s = shapes_[b];
     WindowConstants& k = *constants_[b];
-    const int64_t N = s.tokens_per_window(), nW = (s.resolution / s.window) * (s.resolution / s.window);
+    const int64_t N = s.tokens_per_window(),
+                  nW = (s.resolution / s.window) * (s.resolution / s.window);
     std::vector<int32_t> idx = relative_position_index(s.window);
     k.index = OwnedTensor(*alloc_, {N * N}, DType::i32, kScratch);  // [N N]
     ops::transfer(Tensor(idx.data(), {N * N}, DType::i32, Device::cpu), *k.index);
@@ -334,8 +347,8 @@ void SwinModel::build_constants() {
 
 void SwinModel::check_site(int site) const {
   if (site < 0 || site >= site_count())
-    fail("site ", site, " is not a site of model ", config_.name, " (valid: 0 .. ", site_count() - 1,
-         ")");
+    fail("site ", site, " is not a site of model ", config_.name, " (valid: 0 .. ",
+         site_count() - 1, ")");
 }
 
 std::vector<int> SwinModel::site_params(int site) const {
@@ -357,12 +370,13 @@ OwnedTensor SwinModel::embed(const Tensor& images, EmbedSaved* saved) {
   hooks_.call_needed(0, ParamPass::forward);
   OwnedTensor patches(alloc, {B, R, R, cpp}, dtype_, cat);  // [B, R, R, C p p]
   ops::patchify(images, p, *patches);
-  OwnedTensor e(alloc, {B, R, R, D}, dtype_, cat);          // [B, R, R, D]
+  OwnedTensor e(alloc, {B, R, R, D}, dtype_, cat);  // [B, R, R, D]
   Tensor e2 = e->view({B * R * R, D});
-  ops::linear_forward(patches->view({B * R * R, cpp}), params_.param(embed_weight_).view({D, cpp}), e2);
+  ops::linear_forward(patches->view({B * R * R, cpp}), params_.param(embed_weight_).view({D, cpp}),
+                      e2);
   ops::bias_add_forward(e2, params_.param(embed_bias_));
   OwnedTensor mean(alloc, {B, R, R}, st, cat), rstd(alloc, {B, R, R}, st, cat);  // [B, R, R]
-  OwnedTensor h(alloc, {B, R, R, D}, dtype_, kSaved);       // [B, R, R, D]: stream entry 0
+  OwnedTensor h(alloc, {B, R, R, D}, dtype_, kSaved);  // [B, R, R, D]: stream entry 0
   ops::layernorm_forward(*e, params_.param(embed_norm_weight_), params_.param(embed_norm_bias_),
                          config_.ln_eps, *h, *mean, *rstd);
   hooks_.call_done(0, ParamPass::forward);
@@ -387,9 +401,9 @@ void SwinModel::head_forward(const Tensor& last, HeadSaved& h, bool keep) {
   h.normed = OwnedTensor(alloc, {B, R, R, C}, dtype_, cat);  // [B, R, R, C]
   ops::layernorm_forward(last, params_.param(norm_weight_), params_.param(norm_bias_),
                          config_.ln_eps, *h.normed, *h.mean, *h.rstd);
-  h.pooled = OwnedTensor(alloc, {B, C}, dtype_, cat);        // [B, C]
+  h.pooled = OwnedTensor(alloc, {B, C}, dtype_, cat);  // [B, C]
   ops::token_mean_forward(*h.normed, *h.pooled);
-  h.logits = OwnedTensor(alloc, {B, K}, dtype_, cat);        // [B, K]
+  h.logits = OwnedTensor(alloc, {B, K}, dtype_, cat);  // [B, K]
   ops::linear_forward(*h.pooled, params_.param(head_weight_), *h.logits);
   ops::bias_add_forward(*h.logits, params_.param(head_bias_));
   hooks_.call_done(head_site, ParamPass::forward);
@@ -497,7 +511,8 @@ double SwinModel::run_stage(const Tensor& images, const Tensor& labels, OwnedTen
     if (train) m.embed = std::move(es);
     last_entry = trunk_->forward(m.trunk, std::move(h), train, /*keep_input=*/false, *alloc_);
   } else {
-    last_entry = trunk_->forward(m.trunk, std::move(received), train, /*keep_input=*/false, *alloc_);
+    last_entry =
+        trunk_->forward(m.trunk, std::move(received), train, /*keep_input=*/false, *alloc_);
   }
   current_key_ = DropPathKey();
   if (!last) {
@@ -577,10 +592,11 @@ OwnedTensor SwinModel::backward_stage(OwnedTensor output_grad, double loss_scale
     hooks_.call_needed(head_site, ParamPass::backward);
     OwnedTensor dpooled(alloc, h.pooled->shape(), dtype_, kScratch);  // [B, C]
     ops::linear_backward_input(*h.logits, params_.param(head_weight_), *dpooled);
-    OwnedTensor dnormed(alloc, out.shape(), dtype_, kScratch);        // [B, R, R, C]
+    OwnedTensor dnormed(alloc, out.shape(), dtype_, kScratch);  // [B, R, R, C]
     ops::token_mean_backward_input(*dpooled, *dnormed);
-    dh = OwnedTensor(alloc, out.shape(), dtype_, kSaved);             // [B, R, R, C]
-    ops::layernorm_backward_input(*dnormed, out, params_.param(norm_weight_), *h.mean, *h.rstd, *dh);
+    dh = OwnedTensor(alloc, out.shape(), dtype_, kSaved);  // [B, R, R, C]
+    ops::layernorm_backward_input(*dnormed, out, params_.param(norm_weight_), *h.mean, *h.rstd,
+                                  *dh);
     hooks_.call_done(head_site, ParamPass::backward);
     if (params_.is_trained(head_weight_)) {
       Tensor dw = params_.grad(head_weight_), db = params_.grad(head_bias_);

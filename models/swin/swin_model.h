@@ -110,11 +110,11 @@ class SwinModel final : public Model {
     OwnedTensor mean, rstd;  // [B, R0, R0]
   };
   struct HeadSaved {
-    OwnedTensor mean, rstd;  // [B, R, R] final norm statistics
-    OwnedTensor normed;      // [B, R, R, C]
-    OwnedTensor pooled;      // [B, C]
-    OwnedTensor logits, lse; // [B, classes] (becomes its gradient), [B]
-    Tensor labels;           // [B]
+    OwnedTensor mean, rstd;   // [B, R, R] final norm statistics
+    OwnedTensor normed;       // [B, R, R, C]
+    OwnedTensor pooled;       // [B, C]
+    OwnedTensor logits, lse;  // [B, classes] (becomes its gradient), [B]
+    Tensor labels;            // [B]
   };
   struct MicroBatch {
     std::optional<EmbedSaved> embed;

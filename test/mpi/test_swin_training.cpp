@@ -4,7 +4,6 @@
 // batch and trains identically; B-SDP with C = 1 is DDP bit for bit; a
 // pipelined Swin trains as one process with its micro-batches accumulated.
 #include <catch2/catch.hpp>
-
 #include <string>
 
 #include "engine/train/trainer.h"
@@ -31,8 +30,7 @@ TrainConfig swin_job(const std::string& strategy, double active_fraction = 1.0) 
 
 }  // namespace
 
-TEST_CASE("Swin DDP with drop path trains as one process on the same global batch",
-          "[mpi][swin]") {
+TEST_CASE("Swin DDP with drop path trains as one process on the same global batch", "[mpi][swin]") {
   const TrainConfig c = swin_job("ddp");
   TrainConfig single = c;
   single.batch = c.batch * size();  // the windows of all ranks together
