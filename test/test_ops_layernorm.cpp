@@ -159,7 +159,8 @@ TEST_CASE("layernorm on meta computes nothing but checks shapes", "[ops][layerno
                       Catch::Contains("layernorm_backward_input"));
 }
 
-TEST_CASE("layernorm keeps statistics and weight gradients in the accum dtype", "[ops][layernorm]") {
+TEST_CASE("layernorm keeps statistics and weight gradients in the accum dtype",
+          "[ops][layernorm]") {
   MetaAllocator meta(512, Device::cuda);
   auto make = [&](Shape s, DType dtype) {
     return OwnedTensor(meta, s, dtype, MemCategory::activation);

@@ -158,7 +158,8 @@ TEST_CASE("patch_merge matches a loop and its backward finite differences", "[op
       for (int64_t i = 0; i < H / 2; ++i)
         for (int64_t j = 0; j < W / 2; ++j)
           for (auto [dh, dw] : {std::pair{0, 0}, {1, 0}, {0, 1}, {1, 1}})  // timm's x0..x3
-            for (int64_t ch = 0; ch < C; ++ch) ref.push_back(xv[g.at(b, 2 * i + dh, 2 * j + dw, ch)]);
+            for (int64_t ch = 0; ch < C; ++ch)
+              ref.push_back(xv[g.at(b, 2 * i + dh, 2 * j + dw, ch)]);
     REQUIRE(to_vector(y) == ref);
   }
   Arena arena;
@@ -220,7 +221,8 @@ TEST_CASE("window maps give the same bits on 1 and 2 threads", "[ops][window]") 
   fill_uniform(x, 14);
   auto run = [&](int threads) {
     ThreadCount guard(threads);
-    Tensor win = arena.make({B * 16, 16, C}, DType::f32), m = arena.make({B, 8, 8, 4 * C}, DType::f32);
+    Tensor win = arena.make({B * 16, 16, C}, DType::f32);
+    Tensor m = arena.make({B, 8, 8, 4 * C}, DType::f32);
     Tensor mean = arena.make({B, C}, DType::f32);
     ops::window_partition(x, 4, 2, win);
     ops::patch_merge_forward(x, m);
@@ -247,9 +249,11 @@ TEST_CASE("window maps reject bad arguments", "[ops][window]") {
   REQUIRE_THROWS_WITH(ops::patchify(x.view({2, 8, 8, 3}).narrow(3, 0, 2), 4, patches),
                       Catch::Contains("patchify") && Catch::Contains("contiguous"));
   REQUIRE_THROWS_WITH(ops::window_partition(x, 3, 0, win),
-                      Catch::Contains("window_partition") && Catch::Contains("multiples of the window 3"));
+                      Catch::Contains("window_partition") &&
+                          Catch::Contains("multiples of the window 3"));
   REQUIRE_THROWS_WITH(ops::window_partition(x, 4, 4, win), Catch::Contains("shift = 4 is invalid"));
-  REQUIRE_THROWS_WITH(ops::window_partition(x, 4, -1, win), Catch::Contains("shift = -1 is invalid"));
+  REQUIRE_THROWS_WITH(ops::window_partition(x, 4, -1, win),
+                      Catch::Contains("shift = -1 is invalid"));
   REQUIRE_THROWS_WITH(ops::window_partition(x, 2, 0, win),
                       Catch::Contains("window_partition") && Catch::Contains("windows"));
   Tensor three_d = patches.view({4, 2, 24});

@@ -94,7 +94,10 @@ Inputs make_inputs(Arena& arena, const Case& c, DType dtype, double mask_low) {
   return in;
 }
 
-std::vector<double> maybe(const Tensor& t) { return t.ndim() == 0 ? std::vector<double>{} : to_vector(t); }
+// The values of an optional tensor (none for ndim 0).
+std::vector<double> maybe(const Tensor& t) {
+  return t.ndim() == 0 ? std::vector<double>{} : to_vector(t);
+}
 
 }  // namespace
 
@@ -157,7 +160,8 @@ TEST_CASE("window attention backward matches finite differences", "[ops][window_
   }
 }
 
-TEST_CASE("window attention backward leaves the score gradients in probs", "[ops][window_attention]") {
+TEST_CASE("window attention backward leaves the score gradients in probs",
+          "[ops][window_attention]") {
   // With q = k = 0 the scores are the bias alone, so d loss / d table[r, h]
   // is the sum of probs (now dS) over the windows and the (i, j) that read r.
   const Case c{3, 2, 2, 2, 0};
@@ -185,7 +189,8 @@ TEST_CASE("window attention backward leaves the score gradients in probs", "[ops
   }
 }
 
-TEST_CASE("window attention f32 gives the same bits on 1 and 2 threads", "[ops][window_attention]") {
+TEST_CASE("window attention f32 gives the same bits on 1 and 2 threads",
+          "[ops][window_attention]") {
   const Case c{32, 4, 3, 8, 4};
   Arena arena;
   Inputs in = make_inputs(arena, c, DType::f32, -100.0);

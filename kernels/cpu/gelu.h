@@ -7,7 +7,7 @@ namespace sdp::cpu {
 
 // y [n] = x Phi(x). f32 uses a vectorizable erfc that keeps its relative
 // accuracy in both tails: ~2e-7 near 0, growing with x^2 (the rounding of
-// the exponent -x^2 / 2) to ~2e-5 at |x| = 13, past which Phi(x) leaves
+// the exponent -x^2 / 2) to ~1e-5 at |x| = 13, past which Phi(x) leaves
 // f32's normal range; f64 keeps libm's erfc (the reference path of the
 // gradient checks). NaN passes through.
 template <typename T>
