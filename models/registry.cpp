@@ -7,12 +7,15 @@
 #include "models/llama/llama_model.h"
 #include "models/resnet/resnet_config.h"
 #include "models/resnet/resnet_model.h"
+#include "models/swin/swin_config.h"
+#include "models/swin/swin_model.h"
 
 namespace sdp {
 
 std::vector<std::string> model_names() {
   std::vector<std::string> names = llama::LlamaConfig::names();
   for (const auto& n : resnet::ResNetConfig::names()) names.push_back(n);
+  for (const auto& n : swin::SwinConfig::names()) names.push_back(n);
   return names;
 }
 
@@ -21,13 +24,27 @@ ModelFamily model_family(const std::string& name) {
   if (std::find(llama_names.begin(), llama_names.end(), name) != llama_names.end())
     return ModelFamily::llama;
   if (resnet::ResNetConfig::is_name(name)) return ModelFamily::resnet;
+  if (swin::SwinConfig::is_name(name)) return ModelFamily::swin;
   std::string valid;
   for (const auto& n : model_names()) valid += (valid.empty() ? "" : ", ") + n;
   fail("unknown model '", name, "' (valid: ", valid, ")");
 }
 
 const char* model_family_name(ModelFamily family) {
-  return family == ModelFamily::llama ? "llama" : "resnet";
+  switch (family) {
+    case ModelFamily::llama: return "llama";
+    case ModelFamily::resnet: return "resnet";
+    case ModelFamily::swin: return "swin";
+  }
+  return "?";
+}
+
+bool is_image_family(ModelFamily family) { return family != ModelFamily::llama; }
+
+bool is_image_model(const std::string& name) { return is_image_family(model_family(name)); }
+
+double default_drop_path(const std::string& name) {
+  return model_family(name) == ModelFamily::swin ? swin::SwinConfig::default_drop_path(name) : 0.0;
 }
 
 std::unique_ptr<Model> make_model(const std::string& name, const ModelLayout& layout,
@@ -36,6 +53,8 @@ std::unique_ptr<Model> make_model(const std::string& name, const ModelLayout& la
   if (model_family(name) == ModelFamily::llama)
     return std::make_unique<llama::LlamaModel>(llama::LlamaConfig::named(name), full);
   const int64_t classes = facts.num_classes > 0 ? facts.num_classes : 10;
+  if (model_family(name) == ModelFamily::swin)
+    return std::make_unique<swin::SwinModel>(swin::SwinConfig::named(name, classes), full);
   return std::make_unique<resnet::ResNetModel>(resnet::ResNetConfig::named(name, classes), full);
 }
 
@@ -55,6 +74,15 @@ ModelLayout with_default_groups(const std::string& name, ModelLayout layout) {
     const auto c = llama::LlamaConfig::named(name);
     if (layout.ffn_groups <= 0) layout.ffn_groups = largest_divisor_up_to(4, {c.ffn_dim});
     if (layout.head_groups <= 0) layout.head_groups = largest_divisor_up_to(4, {c.n_kv_heads});
+  } else if (model_family(name) == ModelFamily::swin) {
+    const auto c = swin::SwinConfig::named(name);
+    std::vector<int64_t> units, heads;
+    for (int s = 0; s < c.stage_count(); ++s) {
+      units.push_back(c.mlp_hidden(s));
+      heads.push_back(c.num_heads[static_cast<size_t>(s)]);
+    }
+    if (layout.ffn_groups <= 0) layout.ffn_groups = largest_divisor_up_to(4, units);
+    if (layout.head_groups <= 0) layout.head_groups = largest_divisor_up_to(4, heads);
   } else {
     const auto c = resnet::ResNetConfig::named(name);
     if (layout.channel_groups <= 0)
@@ -69,7 +97,8 @@ nlohmann::json model_architecture(const nlohmann::json& config) {
   nlohmann::json arch = config;
   for (const char* key : {"torch_dtype", "bos_token_id", "eos_token_id", "pad_token_id",
                           "attention_dropout", "rope_scaling", "pretraining_tp",
-                          "initializer_range", "transformers_version", "use_cache"})
+                          "initializer_range", "transformers_version", "use_cache",
+                          "drop_path_rate"})
     arch.erase(key);
   return arch;
 }
@@ -91,6 +120,22 @@ std::string model_summary(const std::string& name) {
     return format("LLaMA, ", c.n_layers, " blocks, dim ", c.dim, ", ", c.n_heads, " heads (",
                   c.n_kv_heads, " KV), FFN ", c.ffn_dim, ", vocab ", c.vocab, ", ",
                   c.parameter_count() / 1e6, "M parameters");
+  }
+  if (model_family(name) == ModelFamily::swin) {
+    const auto c = swin::SwinConfig::named(name);
+    std::string depths, heads;
+    for (int s = 0; s < c.stage_count(); ++s) {
+      if (s > 0) {
+        depths += '-';
+        heads += '-';
+      }
+      depths += std::to_string(c.depths[static_cast<size_t>(s)]);
+      heads += std::to_string(c.num_heads[static_cast<size_t>(s)]);
+    }
+    return format("Swin Transformer, ", c.img_size, "x", c.img_size, " images, patch ",
+                  c.patch_size, ", embed ", c.embed_dim, ", depths ", depths, ", heads ", heads,
+                  ", window ", c.window_size, ", ", c.parameter_count() / 1e6,
+                  "M parameters at 10 classes");
   }
   const auto c = resnet::ResNetConfig::named(name);
   return format("CIFAR ResNet, ", c.block_count(), " basic blocks, widths ", c.widths[0], "-",

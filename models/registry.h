@@ -1,6 +1,7 @@
 #pragma once
 // Models by name, across families: the LLaMA language models
-// (llama_config.h) and the CIFAR ResNets (resnet_config.h). The trainer,
+// (llama_config.h), the CIFAR ResNets (resnet_config.h) and the CIFAR Swin
+// Transformers (swin_config.h). The trainer,
 // the strategies and the apps build models only through here.
 #include <memory>
 #include <string>
@@ -11,7 +12,12 @@
 
 namespace sdp {
 
-enum class ModelFamily { llama, resnet };
+enum class ModelFamily { llama, resnet, swin };
+
+// Image classifiers (ResNet, Swin) read images [B, C, H, W] and labels [B];
+// the rest read tokens.
+bool is_image_family(ModelFamily family);
+bool is_image_model(const std::string& name);
 
 // What the data tells a model that its name does not: the classes of an
 // image data set (0 = the model's default).
@@ -19,7 +25,7 @@ struct ModelDataFacts {
   int64_t num_classes = 0;
 };
 
-// Every valid name, LLaMA first.
+// Every valid name, LLaMA first, then ResNets, then Swins.
 std::vector<std::string> model_names();
 // Throws sdp::Error listing the valid names for an unknown one.
 ModelFamily model_family(const std::string& name);
@@ -32,18 +38,24 @@ std::unique_ptr<Model> make_model(const std::string& name, const ModelLayout& la
 
 // Neuron-level group counts the model supports by default: for every count
 // the layout leaves at 0, the largest value up to 4 (LLaMA FFN units, KV
-// heads) or 8 (ResNet inner channels) that divides what is split.
+// heads; Swin MLP units and heads of every stage) or 8 (ResNet inner
+// channels) that divides what is split.
 ModelLayout with_default_groups(const std::string& name, ModelLayout layout);
 
 // The architecture fields of a model config (config.json): without the
-// dtype of the stored tensors, the data's special token ids, and
-// transformers-only fields that do not change the network. Two configs
+// dtype of the stored tensors, the data's special token ids,
+// transformers-only fields that do not change the network, and training
+// settings (a Swin's drop_path_rate). Two configs
 // describe the same network exactly when these are equal.
 nlohmann::json model_architecture(const nlohmann::json& config);
 
 // Which named model a checkpoint's config.json describes ("tiny (0.1M
 // parameters)"), or its model_type when it matches none.
 std::string describe_model_config(const nlohmann::json& config);
+
+// The stochastic depth rate a named model trains with by default (Swin-T's
+// recipe for swin-t; 0 for models without stochastic depth).
+double default_drop_path(const std::string& name);
 
 // A one-line description of a named model for --help.
 std::string model_summary(const std::string& name);

@@ -1,4 +1,4 @@
-// Pipeline stages of the LLaMA and ResNet models: a model cut into 2 or 3
+// Pipeline stages of the LLaMA, ResNet and Swin models: a model cut into 2 or 3
 // stages, one model object per stage holding only its stage's storage
 // groups (split_shared layouts), chained forward_stage -> stage_output ->
 // the next stage's received and back through backward_stage, with several
@@ -22,6 +22,7 @@
 #include "kernels/ops.h"
 #include "models/llama/llama_model.h"
 #include "models/resnet/resnet_model.h"
+#include "models/swin/swin_model.h"
 #include "model_test_util.h"
 #include "test_support.h"
 #include "trunk_test_util.h"
@@ -90,8 +91,31 @@ Family resnet_family() {
   return f;
 }
 
+// swin-micro: blocks 0, 1 (block 1 shifted) at 8x8, 2 (patch merging), 3 at 4x4.
+Family swin_family() {
+  const swin::SwinConfig config = swin::SwinConfig::named("swin-micro", kClasses);
+  Family f;
+  f.name = "Swin micro";
+  f.make = [config](const ModelLayout& l) { return std::make_unique<swin::SwinModel>(config, l); };
+  f.neuron.granularity = Granularity::neuron;
+  f.neuron.head_groups = 2;
+  f.neuron.ffn_groups = 2;
+  f.input_shape = {3, 3, 16, 16};  // images [B, C, H, W]
+  f.target_shape = {3};            // labels [B]
+  f.input_dtype = DType::f64;
+  f.fill_inputs = [](const Tensor& t, uint64_t seed) {
+    sdp::testing::fill_uniform(t, seed, -1.0, 1.0);
+  };
+  f.fill_targets = [](const Tensor& t, uint64_t seed) {
+    sdp::testing::fill_tokens(t, seed, static_cast<int32_t>(kClasses));
+  };
+  f.loss_scale = 1.0 / (kMicroBatches * 3);
+  f.cuts = {{1}, {2}, {1, 2}, {2, 3}};
+  return f;
+}
+
 std::vector<Family> families() {
-  return {llama_family("tiny"), llama_family("mini"), resnet_family()};
+  return {llama_family("tiny"), llama_family("mini"), resnet_family(), swin_family()};
 }
 
 struct MicroBatch {
@@ -463,7 +487,7 @@ Peaks stage_peaks(Allocator& alloc, const Family& f, const StageSpan& span, cons
 }  // namespace
 
 TEST_CASE("Meta dry runs of a pipeline stage predict the CPU's bytes exactly", "[stages][meta]") {
-  for (const Family& f : {llama_family("mini"), resnet_family()})
+  for (const Family& f : {llama_family("mini"), resnet_family(), swin_family()})
     for (const StageSpan& span : {StageSpan{0, 2}, StageSpan{1, 3}, StageSpan{3, -1}})
       for (const char* policy : {"none", "block"})
         for (const bool split : {false, true}) {
@@ -626,7 +650,7 @@ TEST_CASE("split_shared layouts: one shared component per site, names and values
 TEST_CASE("set_stage and the whole-model calls refuse what a stage cannot do", "[stages]") {
   ModelLayout split;
   split.split_shared = true;
-  for (const Family& f : {llama_family("mini"), resnet_family()}) {
+  for (const Family& f : {llama_family("mini"), resnet_family(), swin_family()}) {
     CAPTURE(f.name);
     CpuAllocator alloc;
     std::unique_ptr<Model> m = f.make(split);

@@ -277,7 +277,8 @@ int main(int argc, char** argv) {
                  "and --flops-per-second or --calibrate)");
   app.add_option("--batch", o.batch, "With --model: sequences (images) per micro-batch")
       ->check(app::integer_in(int64_t{1}, int64_t{1} << 20));
-  app.add_option("--seq", o.seq, "With --model: tokens per sequence (ResNet: the image side, 32 for CIFAR)")
+  app.add_option("--seq", o.seq, "With --model: tokens per sequence (ResNet: the image side, 32 for CIFAR; a "
+                 "Swin uses its own)")
       ->check(app::integer_in(int64_t{1}, int64_t{1} << 20));
   app.add_option("--stage-blocks", o.stage_blocks,
                  "With --model: blocks per stage, e.g. 3,3,3,3 (default: balanced by counted FLOPs, as sdp-train)");

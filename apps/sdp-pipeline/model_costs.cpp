@@ -9,26 +9,24 @@
 #include "engine/core/tensor.h"
 #include "engine/pipeline/stage_split.h"
 #include "models/registry.h"
-#include "models/resnet/resnet_model.h"
 
 namespace sdp::pipeline_tool {
 
 namespace {
 
 // One micro-batch's model inputs and targets on `meta`, as count_site_costs
-// builds them: LLaMA tokens; ResNet images of side seq and labels.
+// builds them: LLaMA tokens; images (of side seq, or the model's own) and labels.
 struct MetaBatch {
   OwnedTensor inputs, targets;
 };
 
 MetaBatch meta_batch(Allocator& meta, const Model& model, const ModelCase& c) {
   MetaBatch b;
-  if (model_family(c.model) == ModelFamily::llama) {
+  if (model.image_channels() == 0) {
     b.inputs = OwnedTensor(meta, {c.batch, c.seq}, DType::i32, MemCategory::workspace);   // [B, T]
     b.targets = OwnedTensor(meta, {c.batch, c.seq}, DType::i32, MemCategory::workspace);  // [B, T]
   } else {
-    const auto& resnet = dynamic_cast<const resnet::ResNetModel&>(model);
-    b.inputs = OwnedTensor(meta, {c.batch, resnet.config().in_channels, c.seq, c.seq}, c.dtype,
+    b.inputs = OwnedTensor(meta, model.input_shape(c.batch, c.seq), c.dtype,
                            MemCategory::workspace);                                      // [B, C, H, W]
     b.targets = OwnedTensor(meta, {c.batch}, DType::i32, MemCategory::workspace);      // [B]
   }

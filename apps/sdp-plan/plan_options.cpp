@@ -75,8 +75,9 @@ void add_options(CLI::App& app, PlanOptions& o) {
   ParallelSettings& p = c.parallel;
   namespace L = config_limits;
   app.add_option("--model", c.model,
-                 "Named LLaMA config: tiny, mini, small, small-32k, llama-134m, llama-500m, "
-                 "llama-1b")
+                 "Named model (sdp-train --list-models): LLaMA tiny, mini, small, small-32k, "
+                 "llama-134m, llama-500m, llama-1b; CIFAR ResNets and Swin Transformers "
+                 "(resnet18, swin-t, ...)")
       ->required();
   app.add_option("--world", o.world, "Number of ranks N of the job to plan")
       ->check(app::integer_in(int64_t{1}, kMaxWorld))

@@ -98,6 +98,11 @@ std::string setup_text(const PlanReport& rep) {
   const StrategySpec spec = StrategySpec::from_settings(b.parallel, b.model);
   std::string plan = b.parallel.plan + " plans";
   if (b.parallel.plan == "random") plan += " (seed " + std::to_string(b.parallel.plan_seed) + ")";
+  if (model_family(b.model) == ModelFamily::swin)
+    return format("Per rank: batch ", b.batch, " images (", resolved_data_spec(b),
+                  "), grad_accum ", b.grad_accum, ", ", b.dtype, "; ", plan,
+                  "; neuron strategies: ", spec.ffn_groups, " MLP and ", spec.head_groups,
+                  " head groups per block.");
   if (model_family(b.model) == ModelFamily::resnet)
     return format("Per rank: batch ", b.batch, " images (", resolved_data_spec(b),
                   "), grad_accum ", b.grad_accum, ", ", b.dtype, "; ", plan,

@@ -1,6 +1,6 @@
-// sdp-train: trains a LLaMA model or a CIFAR ResNet with the sdp-engine, in one process or as
-// `mpirun -np N sdp-train ...` (one rank per process, MPI found from the
-// launcher's environment).
+// sdp-train: trains a LLaMA model, a CIFAR ResNet or a Swin Transformer with
+// the sdp-engine, in one process or as `mpirun -np N sdp-train ...` (one
+// rank per process, MPI found from the launcher's environment).
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
@@ -33,6 +33,10 @@ int list_models() {
   for (const auto& name : sdp::model_names())
     if (sdp::model_family(name) == sdp::ModelFamily::resnet)
       std::printf("%-16s %s\n", name.c_str(), sdp::model_summary(name).c_str());
+  std::printf("\nCIFAR Swin Transformers (images; classes from the data):\n");
+  for (const auto& name : sdp::model_names())
+    if (sdp::model_family(name) == sdp::ModelFamily::swin)
+      std::printf("%-16s %s\n", name.c_str(), sdp::model_summary(name).c_str());
   return 0;
 }
 
@@ -57,9 +61,9 @@ int check_output_delivered(int rc) {
 int main(int argc, char** argv) {
   using sdp::comm::MpiRuntime;
   CLI::App app{
-      "sdp-train: train LLaMA models and CIFAR ResNets with the sdp-engine (DDP and Subnetwork Data "
-      "Parallelism).\nFields come from defaults, then --config FILE (JSON), then flags. "
-      "Multi-rank: mpirun -np N sdp-train ..."};
+      "sdp-train: train LLaMA models, CIFAR ResNets and Swin Transformers with the sdp-engine "
+      "(DDP and Subnetwork Data Parallelism).\nFields come from defaults, then --config FILE "
+      "(JSON), then flags. Multi-rank: mpirun -np N sdp-train ..."};
   app.get_formatter()->column_width(34);
   sdp::app::CliOptions options;
   sdp::app::add_options(app, options);

@@ -34,15 +34,20 @@ void add_options(CLI::App& app, CliOptions& o) {
   auto* model = app.add_option_group("Model and data");
   model->add_option("--model", c.model,
                     "Named model (--list-models): LLaMA tiny, mini, small, small-32k, llama-134m, "
-                    "llama-500m, llama-1b; CIFAR ResNets resnet-tiny, resnet-mini, resnet18, wrn18, resnet152-basic");
+                    "llama-500m, llama-1b; CIFAR ResNets resnet-tiny, resnet-mini, resnet18, "
+                    "wrn18, "
+                    "resnet152-basic; CIFAR Swin Transformers swin-micro, swin-mini, swin-t");
   model->add_option("--data", c.data,
                     "LLaMA tokens: synthetic[:vocab=V,seed=S], text:PATH (bytes), "
-                    "llmc:PATH[,PATH...] (llm.c .bin shards). ResNet images: synthetic "
+                    "llmc:PATH[,PATH...] (llm.c .bin shards). Images (ResNet, Swin): synthetic "
                     "(= synthetic-images[:classes=K,...]), cifar10:DIR, cifar100:DIR");
   auto* batch = app.add_option_group("Batch and schedule");
   batch->add_option("--batch", c.batch,
-                    "Sequences (LLaMA) or images (ResNet) per micro-batch per rank")
+                    "Sequences (LLaMA) or images (ResNet, Swin) per micro-batch per rank")
       ->check(integer_in(int64_t{1}, L::kBatch));
+  model->add_option("--drop-path", c.drop_path,
+                    "Stochastic depth rate of the last block, linear from 0 at the first (Swin "
+                    "only; -1 = the model's default: 0.2 for swin-t, 0 otherwise)");
   batch->add_option("--seq", c.seq, "Tokens per sequence (<= the model's max_seq; LLaMA only)")
       ->check(integer_in(int64_t{1}, L::kSeq));
   batch->add_option("--grad-accum,--micro-batches", c.grad_accum,

@@ -12,7 +12,8 @@ AdamW::AdamW(ParameterSet& params, const AdamWSettings& settings)
     // keeps its shard's state: backward masking with full sharding.)
     if (!params_.keeps_training_state(params_.decl(id).group) || params_.decl(id).buffer) continue;
     const ParamDecl& d = params_.decl(id);
-    const double decay = d.shape.ndim() >= 2 ? settings_.weight_decay : 0.0;
+    const double decay =
+        d.shape.ndim() >= 2 && !d.no_weight_decay ? settings_.weight_decay : 0.0;
     // Offsets inside this rank's shard of the group (the whole group when
     // it is not sharded); a parameter outside the shard is updated by the
     // rank that holds it.

@@ -2,7 +2,8 @@
 // AdamW over a ParameterSet: one multi-tensor update per trained storage
 // group (its flat buffers cut into one segment per parameter), weight decay
 // on matrices only (norm gains and other vectors are not decayed, the usual
-// choice for transformers). In mixed precision the f32 master values are
+// choice for transformers; nor are parameters the model exempts, as Swin's
+// relative position bias tables). In mixed precision the f32 master values are
 // updated and rounded into the bf16 parameters in the same pass. A sharded
 // group (shard_level.h) is updated on this rank's shard only; the owners'
 // all-gather of the updated values completes it.

@@ -9,6 +9,7 @@
 #include "kernels/ops.h"
 #include "models/llama/llama_model.h"
 #include "models/resnet/resnet_model.h"
+#include "models/swin/swin_model.h"
 
 namespace sdp::pipeline {
 
@@ -159,6 +160,14 @@ std::vector<int64_t> block_input_bytes(const Model& model, const Tensor& inputs)
       }
     SDP_CHECK(static_cast<int>(bytes.size()) == model.block_count(), "model ", model.name(),
               ": ", bytes.size(), " block inputs for ", model.block_count(), " blocks");
+  } else if (const auto* swin = dynamic_cast<const swin::SwinModel*>(&model)) {
+    // Block 0 reads the patch embedding [B, R, R, D]; later blocks what
+    // stage_input_shape says (before their merging).
+    const swin::SwinConfig& c = swin->config();
+    const int64_t R = c.stage_resolution(0);
+    bytes.push_back(inputs.size(0) * R * R * c.embed_dim * elem);
+    for (int b = 1; b < model.block_count(); ++b)
+      bytes.push_back(model.stage_input_shape(inputs, b).numel() * elem);
   }
   return bytes;
 }
@@ -231,12 +240,11 @@ SiteCosts count_site_costs(const std::string& model_name, const ModelDataFacts& 
   model->materialize(meta, dtype);
   model->params().allocate_grads();
   OwnedTensor inputs, targets;
-  if (model_family(model_name) == ModelFamily::llama) {
+  if (model->image_channels() == 0) {
     inputs = OwnedTensor(meta, {batch, seq}, DType::i32, MemCategory::workspace);   // [B, T]
     targets = OwnedTensor(meta, {batch, seq}, DType::i32, MemCategory::workspace);  // [B, T]
   } else {
-    const auto& resnet = dynamic_cast<const resnet::ResNetModel&>(*model);
-    inputs = OwnedTensor(meta, {batch, resnet.config().in_channels, seq, seq}, dtype,
+    inputs = OwnedTensor(meta, model->input_shape(batch, seq), dtype,
                          MemCategory::workspace);                                  // [B, C, H, W]
     targets = OwnedTensor(meta, {batch}, DType::i32, MemCategory::workspace);      // [B]
   }

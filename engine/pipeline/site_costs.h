@@ -77,8 +77,9 @@ SiteCosts count_site_costs(Model& model, const Tensor& inputs, const Tensor& tar
 
 // The same for a named model on a meta device (which mirrors the CUDA
 // allocator, as the trainer's meta runs): LLaMA tokens [batch, seq];
-// ResNet images [batch, in_channels, seq, seq] (seq = the image side, 32
-// for CIFAR). Parameters in `dtype` (bf16 as a CUDA run keeps them).
+// images [batch, in_channels, seq, seq] (seq = the image side, 32 for
+// CIFAR; a Swin reads its own img_size whatever seq says). Parameters in
+// `dtype` (bf16 as a CUDA run keeps them).
 SiteCosts count_site_costs(const std::string& model_name, const ModelDataFacts& facts,
                            int64_t batch, int64_t seq, DType dtype = DType::f32);
 

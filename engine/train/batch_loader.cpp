@@ -107,7 +107,7 @@ class ImageBatches final : public BatchLoader {
 
 std::string resolved_data_spec(const TrainConfig& config) {
   const ModelFamily family = model_family(config.model);
-  if (family == ModelFamily::resnet && config.data == "synthetic") return "synthetic-images";
+  if (is_image_family(family) && config.data == "synthetic") return "synthetic-images";
   return config.data;
 }
 
@@ -117,10 +117,10 @@ std::unique_ptr<BatchLoader> make_batch_loader(const TrainConfig& config, data::
   const std::string spec = resolved_data_spec(config);
   const ModelFamily family = model_family(config.model);
   const bool images = data::is_image_spec(spec);
-  if (family == ModelFamily::resnet && !images)
+  if (is_image_family(family) && !images)
     fail("data '", spec, "': model ", config.model, " classifies images; valid data:\n",
          data::image_source_spec_help());
-  if (family == ModelFamily::llama && images)
+  if (!is_image_family(family) && images)
     fail("data '", spec, "': model ", config.model, " is a language model and needs tokens; "
          "valid data:\n", data::token_source_spec_help());
   if (images)

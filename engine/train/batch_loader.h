@@ -45,7 +45,7 @@ class BatchLoader {
 };
 
 // The data spec a config means for its model: "synthetic" is the model
-// family's synthetic data (synthetic-images for a ResNet).
+// family's synthetic data (synthetic-images for an image model).
 std::string resolved_data_spec(const TrainConfig& config);
 
 // Batches of config.batch (x config.seq for tokens) examples from the data

@@ -16,12 +16,12 @@ namespace sdp {
 // One table of fields serves to_json, from_json and the unknown-key check:
 // the run's own fields, then the parallel settings' (flat keys as well).
 #define SDP_TRAIN_CONFIG_FIELDS(X)                                                      \
-  X(model) X(data) X(batch) X(seq) X(grad_accum) X(steps) X(lr) X(min_lr) X(warmup)      \
-  X(weight_decay) X(beta1) X(beta2) X(eps) X(grad_clip) X(eval_every) X(eval_batches)    \
-  X(recalibration_images) X(seed) X(device) X(dtype) X(threads) X(comm_timeout)          \
-  X(bucket_mb) X(grad_reduce_dtype) X(emulate_world) X(emulate_rank) X(save_dir)         \
-  X(save_every) X(resume) X(max_shard_size) X(checkpoint_format) X(metrics) X(progress)  \
-  X(skip_nonfinite) X(pipeline_timeline)
+  X(model) X(data) X(batch) X(seq) X(grad_accum) X(steps) X(drop_path) X(lr)            \
+  X(min_lr) X(warmup) X(weight_decay) X(beta1) X(beta2) X(eps) X(grad_clip)             \
+  X(eval_every) X(eval_batches) X(recalibration_images) X(seed) X(device) X(dtype)      \
+  X(threads) X(comm_timeout) X(bucket_mb) X(grad_reduce_dtype) X(emulate_world)         \
+  X(emulate_rank) X(save_dir) X(save_every) X(resume) X(max_shard_size)                 \
+  X(checkpoint_format) X(metrics) X(progress) X(skip_nonfinite) X(pipeline_timeline)
 
 // The CPUs of this process's affinity mask (what OpenMP's
 // omp_get_num_procs() counts), read without OpenMP so that the config layer
@@ -169,6 +169,8 @@ void TrainConfig::validate() const {
   in_range("beta2", beta2, 0, 1, false, true);
   in_range("eps", eps, 0, 1, true);
   non_negative("grad_clip", grad_clip);
+  if (!(drop_path == -1 || (drop_path >= 0 && drop_path < 1)))
+    invalid("drop_path", drop_path, " is invalid (valid: -1 = the model's default, or [0, 1))");
   if (device != "cpu" && device != "meta" && device != "cuda")
     invalid("device", "'", device, "' is invalid (valid: cpu, meta, cuda)");
   if (dtype != "f32" && dtype != "f64" && dtype != "bf16")

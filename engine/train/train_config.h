@@ -31,6 +31,12 @@ struct TrainConfig {
   int64_t seq = 64;
   int64_t grad_accum = 1;
   int64_t steps = 200;
+  // Stochastic depth (drop path) rate of the model's last block, rising
+  // linearly from 0 at the first (models with stochastic depth: the Swin
+  // Transformers); -1 = the model's own default (0.2 for swin-t, Swin-T's
+  // recipe from scratch; 0 otherwise). A nonzero rate for a model without
+  // stochastic depth is refused when the trainer builds it.
+  double drop_path = -1;
   // optimizer
   double lr = 3e-3;
   double min_lr = 3e-4;

@@ -124,6 +124,10 @@ Trainer::Trainer(const TrainConfig& config, std::unique_ptr<comm::Communicator> 
   comm::require_same_on_all_ranks(w, "the subnet plan", std::to_string(layout_.plan.hash()));
 
   model_ = make_model(config_.model, layout_.model_layout, facts_);
+  // Stochastic depth: the run's rate, or the model's own (Swin-T's recipe);
+  // a model without it refuses a nonzero rate.
+  model_->set_drop_path(config_.drop_path >= 0 ? config_.drop_path
+                                               : default_drop_path(config_.model));
   if (family == ModelFamily::llama) {
     const auto& mc = dynamic_cast<const llama::LlamaModel&>(*model_).config();
     if (train_data_->vocab_size() > mc.vocab)
@@ -235,11 +239,23 @@ void Trainer::build_pipeline() {
 
 Trainer::~Trainer() = default;
 
+Trainer::SampleStream Trainer::sample_stream() const {
+  // As the loader reads them: replica d of D gets samples d, d + D, ... of
+  // each micro-batch's B D (every stage of a pipeline replica alike).
+  const int64_t replicas = world_->size() / config_.parallel.pipeline_stages;
+  return {world_->rank() % replicas, replicas, config_.batch * replicas};
+}
+
 double Trainer::run_micro_batches(double loss_scale) {
   MemoryStats& mem = alloc_->stats();
   double loss_sum = 0;
+  const SampleStream samples = sample_stream();
   for (int64_t micro = 0; micro < config_.grad_accum; ++micro) {
     train_data_->next();
+    // Micro-batch `micro` covers samples micro * B D .. of the step's
+    // stream; this replica's are every D-th from its index.
+    model_->set_sample_key({config_.seed, step_ + 1, micro * samples.per_micro + samples.replica,
+                            samples.replicas, 0});
     {
       PhaseScope phase(mem, Phase::forward);
       loss_sum += model_->forward(train_data_->inputs(), train_data_->targets());
@@ -283,6 +299,10 @@ double Trainer::run_pipeline(double loss_scale, nlohmann::json& report) {
     keep(train_data_->targets(), micro_targets_[mb]);
     batches.push_back({*micro_inputs_[mb], *micro_targets_[mb]});
   }
+  // The executor runs micro-batch mb as the model's micro-batch mb.
+  const SampleStream samples = sample_stream();
+  model_->set_sample_key({config_.seed, step_ + 1, samples.replica, samples.replicas,
+                          samples.per_micro});
   // The actions interleave forward and backward; the step's memory peak
   // is reported as the backward phase's.
   PhaseScope phase(mem, Phase::backward);
@@ -431,6 +451,7 @@ Model& Trainer::gather_full_model(bool optimizer_state) {
     // A host copy in the state dtype (f32 for a bf16 run).
     full_alloc_ = make_allocator(config_.device == "meta" ? "meta" : "cpu");
     full_model_ = make_model(config_.model, layout_.model_layout, facts_);
+    full_model_->set_drop_path(model_->drop_path());  // its config.json says the run's rate
     full_model_->materialize(*full_alloc_, accum_dtype(model_->dtype()));
   }
   if (rank0 && optimizer_state) full_model_->params().allocate_adam_state();

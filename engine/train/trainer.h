@@ -127,6 +127,12 @@ class Trainer {
   void build_pipeline();
   // Forward and backward of a step's micro-batches; returns the loss sum.
   double run_micro_batches(double loss_scale);
+  // Where this rank's samples lie in a step's stream (Model::SampleKey).
+  struct SampleStream {
+    int64_t replica = 0, replicas = 1;
+    int64_t per_micro = 0;  // samples of one micro-batch over all replicas: B D
+  };
+  SampleStream sample_stream() const;
   double run_pipeline(double loss_scale, nlohmann::json& report);
   // Whether every rank holds the whole model (DDP, backward masking).
   bool full_model_everywhere() const;

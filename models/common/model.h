@@ -206,6 +206,43 @@ class Model {
            " supports only 'none'");
   }
 
+  // ---- image models (ResNet, Swin)
+  // The channels of the images an image classifier reads (0: a token
+  // model), and the side it needs (0: any size; a Swin's img_size).
+  virtual int64_t image_channels() const { return 0; }
+  virtual int64_t image_side() const { return 0; }
+  // The model's inputs for `batch` examples: tokens [batch, seq], or images
+  // [batch, C, S, S] with S = image_side(), or seq where any side goes.
+  Shape input_shape(int64_t batch, int64_t seq) const {
+    if (image_channels() == 0) return {batch, seq};
+    const int64_t side = image_side() > 0 ? image_side() : seq;
+    return {batch, image_channels(), side, side};
+  }
+
+  // ---- stochastic depth
+  // Models with stochastic depth (Swin's drop path) drop whole residual
+  // branches per sample in training. Which samples is a function of the
+  // key alone, never of the rank: sample b of micro-batch `micro_batch` of
+  // a training forward has the global index
+  //   first_sample + micro_batch * micro_batch_stride + b * sample_stride
+  // in the step's stream, so a distributed run drops exactly the samples
+  // the single-process run drops. Until a key is set nothing is dropped.
+  struct SampleKey {
+    uint64_t seed = 0;
+    int64_t step = 0;
+    int64_t first_sample = 0;
+    int64_t sample_stride = 1;
+    int64_t micro_batch_stride = 0;
+  };
+  virtual void set_sample_key(const SampleKey& key) { (void)key; }
+  virtual bool has_stochastic_depth() const { return false; }
+  // The largest rate (the last block's, in timm's linear schedule).
+  virtual double drop_path() const { return 0.0; }
+  virtual void set_drop_path(double rate) {
+    if (rate != 0.0)
+      fail("drop_path = ", rate, ": model ", name(), " has no stochastic depth (only 0 is valid)");
+  }
+
   // Models with batch statistics (BatchNorm running statistics, buffers of
   // the ParameterSet) re-estimate them for the parameters they hold now:
   // reset, then the exact mean over training-mode forwards of the batches

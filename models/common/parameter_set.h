@@ -69,6 +69,9 @@ struct ParamDecl {
   int piece_axis = 0;     // piece = [piece_start, piece_start + shape[piece_axis])
   int64_t piece_start = 0;//   of full_shape along piece_axis
   bool buffer = false;    // untrained state (offset is into the group's buffer storage)
+  // Left out of weight decay even as a matrix (Swin's relative position
+  // bias tables, as timm's no_weight_decay() names them).
+  bool no_weight_decay = false;
   bool is_piece() const { return shape != full_shape; }
 };
 
@@ -98,6 +101,9 @@ class ParameterSet {
   int declare_buffer_piece(const std::string& full_name, const Shape& full_shape, int axis,
                            int64_t start, int64_t length, const std::string& piece_label,
                            int group, InitKind init);
+
+  // Marks a declared parameter as never weight-decayed (ParamDecl).
+  void exempt_from_weight_decay(int id) { decls_[static_cast<size_t>(id)].no_weight_decay = true; }
 
   // ---- storage ----
   // Allocates the parameter buffers of the held groups (all when empty) on

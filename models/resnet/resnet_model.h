@@ -46,6 +46,7 @@ class ResNetModel final : public Model {
   const std::string& name() const override { return config_.name; }
   int64_t parameter_count() const override { return config_.parameter_count(); }
   nlohmann::json config_json() const override { return config_.to_json(); }
+  int64_t image_channels() const override { return config_.in_channels; }
   ParameterSet& params() override { return params_; }
   const ParameterSet& params() const override { return params_; }
   const std::vector<Component>& components() const override { return components_; }

@@ -18,8 +18,9 @@ What it checks:
  3. Builds timm's SwinTransformer from the step-1 checkpoint's config.json,
     loads model.safetensors with strict=True (every name and shape must be
     timm's), and repeats step 2 there in float64: the mean cross entropy,
-    backward, the same AdamW step (decay on tensors of 2 or more dimensions,
-    as the engine decays them).
+    backward, the same AdamW step (decay on tensors of 2 or more dimensions
+    but the relative position bias tables, as the engine and timm's
+    no_weight_decay() decay them).
  4. Compares the train loss, every parameter's gradient (max |ours - timm|
     over max |timm|, per tensor) and every parameter after the update (max
     error over the size of timm's update, per tensor).
@@ -127,8 +128,10 @@ def engine_run(args, work, data_dir):
     return step2, save_dir
 
 
-def decayed(array):
-    return array.ndim >= 2  # engine/optim/adamw.cpp: matrices and filters, not vectors
+def decayed(name, array):
+    """engine/optim/adamw.cpp: matrices and filters, not vectors, and not what the model exempts:
+    the relative position bias tables, as timm's SwinTransformer.no_weight_decay() names them."""
+    return array.ndim >= 2 and "relative_position_bias_table" not in name
 
 
 def main(argv=None):
@@ -178,9 +181,14 @@ def main(argv=None):
     loss.backward()
     params = dict(model.named_parameters())
     grads = {k: q.grad.detach().numpy().copy() for k, q in params.items()}
-    groups = [{"params": [q for k, q in params.items() if decayed(w1[k])],
+    nwd = model.no_weight_decay()
+    if any(decayed(k, w1[k]) for k in nwd):
+        print(f"FAIL: timm exempts {sorted(nwd)} from weight decay; the engine decays some of them")
+        return 1
+    groups = [{"params": [q for k, q in params.items() if decayed(k, w1[k])],
                "weight_decay": args.weight_decay},
-              {"params": [q for k, q in params.items() if not decayed(w1[k])], "weight_decay": 0.0}]
+              {"params": [q for k, q in params.items() if not decayed(k, w1[k])],
+               "weight_decay": 0.0}]
     torch.optim.AdamW(groups, lr=args.lr, betas=(0.0, 0.0), eps=1.0).step()
     after = {k: q.detach().numpy() for k, q in params.items()}
 
@@ -194,7 +202,7 @@ def main(argv=None):
         failures.append(f"train loss: relative error {loss_err:.2e}")
     worst_grad, worst_update = ("", 0.0), ("", 0.0)
     for name, g_timm in grads.items():
-        lr_wd = args.lr * args.weight_decay if decayed(w1[name]) else 0.0
+        lr_wd = args.lr * args.weight_decay if decayed(name, w1[name]) else 0.0
         # w2 = w1 (1 - lr wd) - lr g / (|g| + 1): s = g / (|g| + 1), g = s / (1 - |s|).
         s = (w1[name] * (1.0 - lr_wd) - w2[name]) / args.lr
         g_ours = s / (1.0 - np.abs(s))
