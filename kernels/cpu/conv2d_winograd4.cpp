@@ -1,0 +1,642 @@
+#include "kernels/cpu/conv2d_winograd4.h"
+
+#include <algorithm>
+#include <cstdint>
+#include <type_traits>
+
+#include "kernels/cpu/blas.h"
+#include "kernels/cpu/vec_math.h"
+
+namespace sdp::cpu {
+
+namespace {
+
+constexpr int64_t kPoints = 36;  // 6 x 6 transform points per tile
+// Tiles (GEMM columns) per block: OpenBLAS runs near its peak from a few
+// hundred columns on.
+constexpr int64_t kTargetTiles = 512;
+// V [36, Cin, tiles] never holds more than this many elements (8 MiB of f32)
+// unless one tile row needs more: the 256-channel layers take 227 tiles.
+// Half as much costs the 128- and 256-channel layers a tenth more time
+// (smaller GEMMs).
+constexpr int64_t kTransformBudget = int64_t{1} << 21;
+// U [36, out_block, Cin] never holds more than this many elements unless one
+// output channel needs more: the 256-channel layers take 227 at a time.
+constexpr int64_t kWeightBudget = int64_t{1} << 21;
+// Below this many elements in a loop one thread does it all.
+constexpr int64_t kParallelMin = int64_t{1} << 15;
+
+// Distance between the 36 point matrices of V, U, M, E and dU: their size
+// plus one cache line, so that power-of-two channel counts do not put a
+// tile's 36 stores into one L1 set.
+constexpr int64_t kSkew = 16;
+int64_t skewed(int64_t elems) { return elems + kSkew; }
+
+struct Plan {
+  int64_t tiles_h = 1, tiles_w = 1;   // tiles per image: ceil(Ho / 4) x ceil(Wo / 4)
+  int64_t images = 1, tile_rows = 1;  // per block: several images only with all their rows
+  int64_t out_block = 1;              // output channels per GEMM
+  int64_t tiles() const { return images * tile_rows * tiles_w; }  // most per block
+  // Each input plane of a block is copied zero-padded and split into its
+  // four column phases (padded column 4 j + r at phase r, index j), so the
+  // stride-4 tile windows read unit-stride: 4 tile_rows + 2 rows of four
+  // phases, each tiles_w + 1 long.
+  int64_t phase() const { return tiles_w + 1; }
+  int64_t row() const { return 4 * phase(); }
+  int64_t pad_plane() const { return (4 * tile_rows + 2) * row(); }
+};
+
+Plan plan_of(const Conv2dDims& d) {
+  Plan p;
+  p.tiles_h = std::max<int64_t>((d.out_height + 3) / 4, 1);
+  p.tiles_w = std::max<int64_t>((d.out_width + 3) / 4, 1);
+  const int64_t cin = std::max<int64_t>(d.in_channels, 1);
+  const int64_t tiles =
+      std::min(kTargetTiles, std::max<int64_t>(kTransformBudget / (kPoints * cin), 1));
+  const int64_t per_image = p.tiles_h * p.tiles_w;
+  if (per_image >= tiles) {
+    p.tile_rows = std::clamp(tiles / p.tiles_w, int64_t{1}, p.tiles_h);
+  } else {
+    p.images = std::clamp(tiles / per_image, int64_t{1}, std::max<int64_t>(d.batch, 1));
+    p.tile_rows = p.tiles_h;
+  }
+  p.out_block = std::clamp(kWeightBudget / (kPoints * cin), int64_t{1},
+                           std::max<int64_t>(d.out_channels, 1));
+  return p;
+}
+
+// The input gradient as a forward conv: dy is its input, dx its output, the
+// kernel flipped with in and out channels swapped, padding k - 1 - p.
+Conv2dDims transposed(const Conv2dDims& d) {
+  Conv2dDims t = d;
+  t.in_channels = d.out_channels;
+  t.height = d.out_height;
+  t.width = d.out_width;
+  t.out_channels = d.in_channels;
+  t.padding = d.kernel - 1 - d.padding;
+  t.out_height = d.height;
+  t.out_width = d.width;
+  return t;
+}
+
+// Workspace: padded planes, then V [36, Cin, tiles], then U [36, out_block,
+// Cin] and M [36, out_block, tiles] (forward), or dU and E of the same sizes
+// (backward weight), then one zero row of 4 tiles_w (dy's rows past Ho).
+int64_t pad_elems(const Conv2dDims& d, const Plan& p) {
+  return d.in_channels * p.images * p.pad_plane();
+}
+int64_t forward_elems(const Conv2dDims& d) {
+  const Plan p = plan_of(d);
+  return pad_elems(d, p) + kPoints * skewed(d.in_channels * p.tiles()) +
+         kPoints * skewed(p.out_block * d.in_channels) +
+         kPoints * skewed(p.out_block * p.tiles()) + 4 * p.tiles_w;
+}
+
+// A block: images [image, image + images), tile rows [first_row,
+// first_row + rows) of each; tile (i, a, tx) is column (i rows + a) tiles_w + tx
+// of the block's GEMMs.
+struct TileBlock {
+  int64_t image, images, first_row, rows;
+};
+
+template <typename F>
+void for_tile_blocks(const Conv2dDims& d, const Plan& p, F&& f) {
+  for (int64_t b = 0; b < d.batch; b += p.images)
+    for (int64_t r = 0; r < p.tiles_h; r += p.tile_rows)
+      f(TileBlock{b, std::min(p.images, d.batch - b), r, std::min(p.tile_rows, p.tiles_h - r)});
+}
+
+// The 1-D transforms, each applied along both axes of a tile.
+// B^T (6 x 6) of a window row d0..d5.
+template <typename T>
+[[gnu::always_inline]] inline void bt6(const T (&d)[6], T (&r)[6]) {
+  r[0] = T(4) * d[0] - T(5) * d[2] + d[4];
+  r[1] = d[3] + d[4] - T(4) * (d[1] + d[2]);
+  r[2] = T(4) * (d[1] - d[2]) + d[4] - d[3];
+  r[3] = T(2) * (d[3] - d[1]) + d[4] - d[2];
+  r[4] = T(2) * (d[1] - d[3]) + d[4] - d[2];
+  r[5] = T(4) * d[1] - T(5) * d[3] + d[5];
+}
+// G (6 x 3) of a kernel row g0..g2.
+template <typename T>
+[[gnu::always_inline]] inline void g63(T g0, T g1, T g2, T (&r)[6]) {
+  const T even = g0 + g2;
+  r[0] = g0 * T(0.25);
+  r[1] = -(even + g1) / T(6);
+  r[2] = (g1 - even) / T(6);
+  r[3] = g0 / T(24) + g1 / T(12) + g2 / T(6);
+  r[4] = g0 / T(24) - g1 / T(12) + g2 / T(6);
+  r[5] = g2;
+}
+// A^T (4 x 6) of a point row m0..m5.
+template <typename T>
+[[gnu::always_inline]] inline void at46(const T (&m)[6], T (&r)[4]) {
+  const T s12 = m[1] + m[2], d12 = m[1] - m[2], s34 = m[3] + m[4], d34 = m[3] - m[4];
+  r[0] = m[0] + s12 + s34;
+  r[1] = d12 + T(2) * d34;
+  r[2] = s12 + T(4) * s34;
+  r[3] = d12 + T(8) * d34 + m[5];
+}
+// A (6 x 4) of a gradient row g0..g3.
+template <typename T>
+[[gnu::always_inline]] inline void a64(const T (&g)[4], T (&r)[6]) {
+  const T s02 = g[0] + g[2], s13 = g[1] + g[3];
+  const T q02 = g[0] + T(4) * g[2], q13 = T(2) * g[1] + T(8) * g[3];
+  r[0] = g[0];
+  r[1] = s02 + s13;
+  r[2] = s02 - s13;
+  r[3] = q02 + q13;
+  r[4] = q02 - q13;
+  r[5] = g[3];
+}
+// G^T (3 x 6) of a point row m0..m5.
+template <typename T>
+[[gnu::always_inline]] inline void gt36(const T (&m)[6], T (&r)[3]) {
+  const T s12 = m[1] + m[2], s34 = m[3] + m[4];
+  r[0] = m[0] * T(0.25) - s12 / T(6) + s34 / T(24);
+  r[1] = (m[2] - m[1]) / T(6) + (m[3] - m[4]) / T(12);
+  r[2] = (s34 - s12) / T(6) + m[5];
+}
+
+// One input plane [H, W] -> the block's padded rows: row r holds input row
+// 4 first_row - padding + r as the four phases of the padded row (padded
+// column q = input column + padding); outside the input, zeros.
+template <typename T>
+[[gnu::always_inline]] inline void split_pad(const T* in, T* pad, const Conv2dDims& d,
+                                             const Plan& p, const TileBlock& blk) {
+  const int64_t q = p.phase(), W = d.width;
+  Conv2dSpan spans[4];
+  for (int r = 0; r < 4; ++r) spans[r] = conv2d_inside(r - d.padding, W, 4, q);
+  std::fill(pad, pad + p.pad_plane(), T(0));
+  for (int64_t r = 0; r < 4 * blk.rows + 2; ++r) {
+    const int64_t ih = 4 * blk.first_row - d.padding + r;
+    if (ih < 0 || ih >= d.height) continue;
+    const T* src = in + ih * W - d.padding;
+    T* row = pad + r * p.row();
+    for (int ph = 0; ph < 4; ++ph) {
+      T* dst = row + ph * q;
+      for (int64_t j = spans[ph].lo; j < spans[ph].hi; ++j) dst[j] = src[4 * j + ph];
+    }
+  }
+}
+
+// V = B^T d B for the tiles of padded tile row `a`, d the 6 x 6 window at
+// padded rows 4a..4a+5, columns 4t..4t+5 (phases 0-3 at t, then 0-1 at
+// t+1). Point (k, j) goes to v[(6k + j) point_stride + t].
+template <typename T>
+[[gnu::always_inline]] inline void input_tiles(const T* pad, T* v, int64_t point_stride,
+                                               const Plan& p, int64_t a) {
+  const int64_t q = p.phase(), ps = point_stride;
+  const T* rows[6];
+  for (int k = 0; k < 6; ++k) rows[k] = pad + (4 * a + k) * p.row();
+#pragma omp simd
+  for (int64_t t = 0; t < p.tiles_w; ++t) {
+    T c[6][6];  // B^T applied along the columns of each row
+#pragma GCC unroll 6
+    for (int k = 0; k < 6; ++k) {
+      const T* r = rows[k];
+      const T dk[6] = {r[t], r[q + t], r[2 * q + t], r[3 * q + t], r[t + 1], r[q + t + 1]};
+      bt6(dk, c[k]);
+    }
+#pragma GCC unroll 6
+    for (int j = 0; j < 6; ++j) {
+      const T col[6] = {c[0][j], c[1][j], c[2][j], c[3][j], c[4][j], c[5][j]};
+      T out[6];
+      bt6(col, out);
+#pragma GCC unroll 6
+      for (int k = 0; k < 6; ++k) v[(6 * k + j) * ps + t] = out[k];
+    }
+  }
+}
+
+template <typename T>
+[[gnu::always_inline]] inline void input_plane(const T* in, T* pad, T* v, int64_t ps,
+                                               const Conv2dDims& d, const Plan& p,
+                                               const TileBlock& blk) {
+  split_pad(in, pad, d, p, blk);
+  for (int64_t a = 0; a < blk.rows; ++a) input_tiles(pad, v + a * p.tiles_w, ps, p, a);
+}
+
+// The transforms are the only non-BLAS work: their f32 loops are also built
+// for AVX2 and AVX-512 (vec_math.h).
+SDP_MULTIVERSION void input_plane_f32(const float* in, float* pad, float* v, int64_t ps,
+                                      const Conv2dDims& d, const Plan& p, const TileBlock& blk) {
+  input_plane(in, pad, v, ps, d, p, blk);
+}
+
+// x's planes of the block -> V [36, Cin, tiles].
+template <typename T>
+void transform_inputs(const T* x, T* pad, T* v, const Conv2dDims& d, const Plan& p,
+                      const TileBlock& blk) {
+  const int64_t cin = d.in_channels, nt = blk.images * blk.rows * p.tiles_w;
+  const int64_t plane = d.height * d.width, ps = skewed(cin * nt);
+#pragma omp parallel for collapse(2) schedule(static) if (kPoints * ps >= kParallelMin)
+  for (int64_t i = 0; i < blk.images; ++i)
+    for (int64_t c = 0; c < cin; ++c) {
+      const T* in = x + ((blk.image + i) * cin + c) * plane;
+      T* padded = pad + (i * cin + c) * p.pad_plane();
+      T* out = v + c * nt + i * blk.rows * p.tiles_w;
+      if constexpr (std::is_same_v<T, float>)
+        input_plane_f32(in, padded, out, ps, d, p, blk);
+      else
+        input_plane(in, padded, out, ps, d, p, blk);
+    }
+}
+
+// Kernels transformed side by side: 16 consecutive input channels of one
+// output channel, gathered into g[tap][lane] so the arithmetic and U's
+// stores run across lanes.
+constexpr int64_t kLanes = 16;
+// Output channels of the transposed conv gathered per pass over 16 rows of w.
+constexpr int64_t kOutChunk = 32;
+
+// u[point][l] (points ps apart) = G g G^T of kernels g[.][l], l < n.
+template <typename T>
+[[gnu::always_inline]] inline void weight_lanes(const T (&g)[9][kLanes], int64_t n, T* u,
+                                                int64_t ps) {
+#pragma omp simd
+  for (int64_t l = 0; l < n; ++l) {
+    T r[3][6];  // G g, stored by kernel column
+    for (int kw = 0; kw < 3; ++kw) g63(g[kw][l], g[3 + kw][l], g[6 + kw][l], r[kw]);
+    for (int k = 0; k < 6; ++k) {  // (G g) G^T
+      T out[6];
+      g63(r[0][k], r[1][k], r[2][k], out);
+      for (int j = 0; j < 6; ++j) u[(6 * k + j) * ps + l] = out[j];
+    }
+  }
+}
+
+// U's row (u: at column i0, point 0) of kernels w[oc][i0 .. i0 + n).
+template <typename T>
+[[gnu::always_inline]] inline void weight_row(const T* w, int64_t cin, int64_t oc, int64_t i0,
+                                              int64_t n, T* u, int64_t ps) {
+  T g[9][kLanes];
+  const T* src = w + (oc * cin + i0) * 9;  // n kernels in a row
+  for (int64_t l = 0; l < n; ++l)
+    for (int t = 0; t < 9; ++t) g[t][l] = src[l * 9 + t];
+  weight_lanes(g, n, u, ps);
+}
+
+// U's rows [0, m) (u: row 0 at column i0, point 0; rows cin apart) of the
+// transposed conv: kernel (o, i) is w[i][oc + o] turned by 180 degrees, w
+// [., cd, 3, 3], each of w's rows i0 .. i0 + n read in order.
+template <typename T>
+[[gnu::always_inline]] inline void weight_rows_transposed(const T* w, int64_t cd, int64_t cin,
+                                                          int64_t oc, int64_t i0, int64_t n,
+                                                          int64_t m, T* u, int64_t ps) {
+  T g[kOutChunk][9][kLanes];
+  for (int64_t l = 0; l < n; ++l) {
+    const T* src = w + ((i0 + l) * cd + oc) * 9;
+    for (int64_t o = 0; o < m; ++o)
+      for (int t = 0; t < 9; ++t) g[o][8 - t][l] = src[o * 9 + t];
+  }
+  for (int64_t o = 0; o < m; ++o) weight_lanes(g[o], n, u + o * cin, ps);
+}
+
+SDP_MULTIVERSION void weight_row_f32(const float* w, int64_t cin, int64_t oc, int64_t i0,
+                                     int64_t n, float* u, int64_t ps) {
+  weight_row(w, cin, oc, i0, n, u, ps);
+}
+SDP_MULTIVERSION void weight_rows_transposed_f32(const float* w, int64_t cd, int64_t cin,
+                                                 int64_t oc, int64_t i0, int64_t n, int64_t m,
+                                                 float* u, int64_t ps) {
+  weight_rows_transposed(w, cd, cin, oc, i0, n, m, u, ps);
+}
+
+// U [36, nb, Cin] = G g G^T for output channels [o0, o0 + nb): g = w[o][i],
+// or for the transposed conv (the input gradient) w[i][o] turned by 180
+// degrees, w being the original [Cin of d = Cout, Cout of d = Cin, 3, 3].
+template <typename T>
+void transform_weights(const T* w, bool transpose, T* u, const Conv2dDims& d, int64_t o0,
+                       int64_t nb) {
+  const int64_t cin = d.in_channels, ps = skewed(nb * cin);
+  const int64_t groups = (cin + kLanes - 1) / kLanes;
+  if (!transpose) {
+#pragma omp parallel for collapse(2) schedule(static) if (kPoints * ps >= kParallelMin)
+    for (int64_t o = 0; o < nb; ++o)
+      for (int64_t gi = 0; gi < groups; ++gi) {
+        const int64_t i0 = gi * kLanes, n = std::min(kLanes, cin - i0);
+        T* row = u + o * cin + i0;
+        if constexpr (std::is_same_v<T, float>)
+          weight_row_f32(w, cin, o0 + o, i0, n, row, ps);
+        else
+          weight_row(w, cin, o0 + o, i0, n, row, ps);
+      }
+  } else {
+    const int64_t chunks = (nb + kOutChunk - 1) / kOutChunk;
+#pragma omp parallel for collapse(2) schedule(static) if (kPoints * ps >= kParallelMin)
+    for (int64_t gi = 0; gi < groups; ++gi)
+      for (int64_t ci = 0; ci < chunks; ++ci) {
+        const int64_t i0 = gi * kLanes, n = std::min(kLanes, cin - i0);
+        const int64_t o = ci * kOutChunk, m = std::min(kOutChunk, nb - o);
+        T* rows = u + o * cin + i0;
+        if constexpr (std::is_same_v<T, float>)
+          weight_rows_transposed_f32(w, d.out_channels, cin, o0 + o, i0, n, m, rows, ps);
+        else
+          weight_rows_transposed(w, d.out_channels, cin, o0 + o, i0, n, m, rows, ps);
+      }
+  }
+}
+
+// y tile = A^T m A of tile t (m: point 0 of tile 0, points ps apart).
+template <typename T>
+[[gnu::always_inline]] inline void output_tile(const T* m, int64_t ps, int64_t t, T out[4][4]) {
+  T s[4][6];  // A^T m
+  for (int j = 0; j < 6; ++j) {
+    const T col[6] = {m[j * ps + t],        m[(6 + j) * ps + t],  m[(12 + j) * ps + t],
+                      m[(18 + j) * ps + t], m[(24 + j) * ps + t], m[(30 + j) * ps + t]};
+    T r[4];
+    at46(col, r);
+    for (int k = 0; k < 4; ++k) s[k][j] = r[k];
+  }
+  for (int k = 0; k < 4; ++k) at46(s[k], out[k]);  // (A^T m) A
+}
+
+template <bool kAccumulate, typename T>
+[[gnu::always_inline]] inline void put(T* dst, T value) {
+  if constexpr (kAccumulate)
+    *dst += value;
+  else
+    *dst = value;
+}
+
+// One tile row of one output plane: output rows y[0 .. kRows) (kRows < 4
+// only for the last tile row of an image whose Ho is no multiple of 4).
+// Tiles [0, full) have all four columns; the last may have fewer.
+template <typename T, bool kAccumulate, int kRows>
+[[gnu::always_inline]] inline void output_row(const T* m, int64_t ps, T* const (&y)[4],
+                                              int64_t tiles_w, int64_t full, int64_t Wo) {
+#pragma omp simd
+  for (int64_t t = 0; t < full; ++t) {
+    T out[4][4];
+    output_tile(m, ps, t, out);
+    for (int k = 0; k < kRows; ++k)
+      for (int j = 0; j < 4; ++j) put<kAccumulate>(y[k] + 4 * t + j, out[k][j]);
+  }
+  if (full < tiles_w) {
+    T out[4][4];
+    output_tile(m, ps, full, out);
+    for (int k = 0; k < kRows; ++k)
+      for (int64_t j = 0; j < Wo - 4 * full; ++j) put<kAccumulate>(y[k] + 4 * full + j, out[k][j]);
+  }
+}
+
+template <typename T, bool kAccumulate>
+[[gnu::always_inline]] inline void output_rows(const T* m, int64_t ps, T* const (&y)[4],
+                                               int64_t rows, int64_t tiles_w, int64_t full,
+                                               int64_t Wo) {
+  switch (rows) {
+    case 1: return output_row<T, kAccumulate, 1>(m, ps, y, tiles_w, full, Wo);
+    case 2: return output_row<T, kAccumulate, 2>(m, ps, y, tiles_w, full, Wo);
+    case 3: return output_row<T, kAccumulate, 3>(m, ps, y, tiles_w, full, Wo);
+    default: return output_row<T, kAccumulate, 4>(m, ps, y, tiles_w, full, Wo);
+  }
+}
+
+// The block's tile rows of one output plane (m: the plane's first tile).
+template <typename T>
+[[gnu::always_inline]] inline void output_plane(const T* m, int64_t ps, T* plane,
+                                                const Conv2dDims& d, const Plan& p,
+                                                const TileBlock& blk, bool accumulate) {
+  const int64_t Ho = d.out_height, Wo = d.out_width, full = Wo / 4;
+  for (int64_t a = 0; a < blk.rows; ++a) {
+    const T* mt = m + a * p.tiles_w;
+    const int64_t oh = 4 * (blk.first_row + a), rows = std::min<int64_t>(4, Ho - oh);
+    T* const y[4] = {plane + oh * Wo, plane + (oh + 1) * Wo, plane + (oh + 2) * Wo,
+                     plane + (oh + 3) * Wo};  // only the first `rows` are written
+    if (accumulate)
+      output_rows<T, true>(mt, ps, y, rows, p.tiles_w, full, Wo);
+    else
+      output_rows<T, false>(mt, ps, y, rows, p.tiles_w, full, Wo);
+  }
+}
+
+SDP_MULTIVERSION void output_plane_f32(const float* m, int64_t ps, float* plane,
+                                       const Conv2dDims& d, const Plan& p, const TileBlock& blk,
+                                       bool accumulate) {
+  output_plane(m, ps, plane, d, p, blk, accumulate);
+}
+
+// M [36, nb, tiles] -> y's planes of output channels [o0, o0 + nb).
+template <typename T>
+void transform_outputs(const T* m, T* y, const Conv2dDims& d, const Plan& p,
+                       const TileBlock& blk, int64_t o0, int64_t nb, bool accumulate) {
+  const int64_t nt = blk.images * blk.rows * p.tiles_w, ps = skewed(nb * nt);
+  const int64_t plane = d.out_height * d.out_width;
+#pragma omp parallel for collapse(2) schedule(static) if (kPoints * ps >= kParallelMin)
+  for (int64_t i = 0; i < blk.images; ++i)
+    for (int64_t o = 0; o < nb; ++o) {
+      const T* mt = m + o * nt + i * blk.rows * p.tiles_w;
+      T* out = y + ((blk.image + i) * d.out_channels + o0 + o) * plane;
+      if constexpr (std::is_same_v<T, float>)
+        output_plane_f32(mt, ps, out, d, p, blk, accumulate);
+      else
+        output_plane(mt, ps, out, d, p, blk, accumulate);
+    }
+}
+
+// E = A g A^T of one 4 x 4 dy tile g; point (k, j) goes to e[(6k + j) ps + t].
+template <typename T>
+[[gnu::always_inline]] inline void gradient_tile(T* e, int64_t ps, int64_t t, const T (&g)[4][4]) {
+  T r[4][6];  // A applied along each row of g
+  for (int a = 0; a < 4; ++a) a64(g[a], r[a]);
+  for (int j = 0; j < 6; ++j) {
+    const T col[4] = {r[0][j], r[1][j], r[2][j], r[3][j]};
+    T out[6];
+    a64(col, out);
+    for (int k = 0; k < 6; ++k) e[(6 * k + j) * ps + t] = out[k];
+  }
+}
+
+// The block's tile rows of one output-gradient plane: rows past Ho read
+// `zeros` (4 tiles_w zeros), columns past Wo are zero.
+template <typename T>
+[[gnu::always_inline]] inline void gradient_plane(const T* plane, const T* zeros, T* e,
+                                                  int64_t ps, const Conv2dDims& d,
+                                                  const Plan& p, const TileBlock& blk) {
+  const int64_t Ho = d.out_height, Wo = d.out_width, full = Wo / 4, tw = p.tiles_w;
+  for (int64_t a = 0; a < blk.rows; ++a) {
+    const int64_t oh = 4 * (blk.first_row + a);
+    const T* g[4];
+    for (int k = 0; k < 4; ++k) g[k] = oh + k < Ho ? plane + (oh + k) * Wo : zeros;
+    T* et = e + a * tw;
+#pragma omp simd
+    for (int64_t t = 0; t < full; ++t) {
+      T tile[4][4];
+      for (int k = 0; k < 4; ++k)
+        for (int j = 0; j < 4; ++j) tile[k][j] = g[k][4 * t + j];
+      gradient_tile(et, ps, t, tile);
+    }
+    if (full < tw) {
+      T tile[4][4];
+      for (int k = 0; k < 4; ++k)
+        for (int64_t j = 0; j < 4; ++j) tile[k][j] = 4 * full + j < Wo ? g[k][4 * full + j] : T(0);
+      gradient_tile(et, ps, full, tile);
+    }
+  }
+}
+
+SDP_MULTIVERSION void gradient_plane_f32(const float* plane, const float* zeros, float* e,
+                                         int64_t ps, const Conv2dDims& d, const Plan& p,
+                                         const TileBlock& blk) {
+  gradient_plane(plane, zeros, e, ps, d, p, blk);
+}
+
+// dy's planes of the block, output channels [o0, o0 + nb) -> E [36, nb, tiles].
+template <typename T>
+void transform_gradients(const T* dy, const T* zeros, T* e, const Conv2dDims& d, const Plan& p,
+                         const TileBlock& blk, int64_t o0, int64_t nb) {
+  const int64_t nt = blk.images * blk.rows * p.tiles_w, ps = skewed(nb * nt);
+  const int64_t plane = d.out_height * d.out_width;
+#pragma omp parallel for collapse(2) schedule(static) if (kPoints * ps >= kParallelMin)
+  for (int64_t i = 0; i < blk.images; ++i)
+    for (int64_t o = 0; o < nb; ++o) {
+      const T* in = dy + ((blk.image + i) * d.out_channels + o0 + o) * plane;
+      T* out = e + o * nt + i * blk.rows * p.tiles_w;
+      if constexpr (std::is_same_v<T, float>)
+        gradient_plane_f32(in, zeros, out, ps, d, p, blk);
+      else
+        gradient_plane(in, zeros, out, ps, d, p, blk);
+    }
+}
+
+// dw[oc][i0 .. i0 + n) += G^T dU G, n <= kLanes (du: dU's row at column
+// i0, point 0; points ps apart), computed across lanes into r[tap][lane]
+// and then added kernel by kernel.
+template <typename T>
+[[gnu::always_inline]] inline void weight_gradient_lanes(const T* du, int64_t ps, int64_t n,
+                                                         T* dw) {
+  T r[9][kLanes];
+#pragma omp simd
+  for (int64_t l = 0; l < n; ++l) {
+    T q[3][6];  // G^T dU
+    for (int j = 0; j < 6; ++j) {
+      const T col[6] = {du[j * ps + l],        du[(6 + j) * ps + l],  du[(12 + j) * ps + l],
+                        du[(18 + j) * ps + l], du[(24 + j) * ps + l], du[(30 + j) * ps + l]};
+      T out[3];
+      gt36(col, out);
+      for (int kh = 0; kh < 3; ++kh) q[kh][j] = out[kh];
+    }
+    for (int kh = 0; kh < 3; ++kh) {  // (G^T dU) G
+      T out[3];
+      gt36(q[kh], out);
+      for (int kw = 0; kw < 3; ++kw) r[kh * 3 + kw][l] = out[kw];
+    }
+  }
+  for (int64_t l = 0; l < n; ++l)
+    for (int t = 0; t < 9; ++t) dw[l * 9 + t] += r[t][l];
+}
+
+SDP_MULTIVERSION void weight_gradient_lanes_f32(const float* du, int64_t ps, int64_t n,
+                                                float* dw) {
+  weight_gradient_lanes(du, ps, n, dw);
+}
+
+// dw [o0 .. o0 + nb, Cin, 3, 3] += G^T dU G, dU [36, nb, Cin].
+template <typename T>
+void add_weight_gradients(const T* du, T* dw, const Conv2dDims& d, int64_t o0, int64_t nb) {
+  const int64_t cin = d.in_channels, ps = skewed(nb * cin);
+  const int64_t groups = (cin + kLanes - 1) / kLanes;
+#pragma omp parallel for collapse(2) schedule(static) if (kPoints * ps >= kParallelMin)
+  for (int64_t o = 0; o < nb; ++o)
+    for (int64_t gi = 0; gi < groups; ++gi) {
+      const int64_t i0 = gi * kLanes, n = std::min(kLanes, cin - i0);
+      const T* src = du + o * cin + i0;
+      T* out = dw + ((o0 + o) * cin + i0) * 9;
+      if constexpr (std::is_same_v<T, float>)
+        weight_gradient_lanes_f32(src, ps, n, out);
+      else
+        weight_gradient_lanes(src, ps, n, out);
+    }
+}
+
+// The forward of d (for the input gradient: of transposed(d), transpose set).
+template <typename T>
+void forward(const T* x, const T* w, bool transpose, T* y, T* workspace, const Conv2dDims& d,
+             bool accumulate) {
+  const Plan p = plan_of(d);
+  const int64_t cin = d.in_channels, cout = d.out_channels;
+  T* pad = workspace;
+  T* v = pad + pad_elems(d, p);
+  T* u = v + kPoints * skewed(cin * p.tiles());
+  T* m = u + kPoints * skewed(p.out_block * cin);
+  const bool one_weight_block = p.out_block >= cout;
+  if (one_weight_block) transform_weights(w, transpose, u, d, 0, cout);
+  for_tile_blocks(d, p, [&](const TileBlock& blk) {
+    const int64_t nt = blk.images * blk.rows * p.tiles_w;
+    transform_inputs(x, pad, v, d, p, blk);
+    for (int64_t o0 = 0; o0 < cout; o0 += p.out_block) {
+      const int64_t nb = std::min(p.out_block, cout - o0);
+      if (!one_weight_block) transform_weights(w, transpose, u, d, o0, nb);
+      const int64_t u_ps = skewed(nb * cin), v_ps = skewed(cin * nt), m_ps = skewed(nb * nt);
+      for (int64_t xi = 0; xi < kPoints; ++xi)
+        gemm(CblasNoTrans, CblasNoTrans, nb, nt, cin, T(1), u + xi * u_ps, cin, v + xi * v_ps,
+             nt, T(0), m + xi * m_ps, nt);
+      transform_outputs(m, y, d, p, blk, o0, nb, accumulate);
+    }
+  });
+}
+
+}  // namespace
+
+bool winograd4_applies(const Conv2dDims& d) {
+  return d.kernel == 3 && d.stride == 1 && d.padding <= 2 && d.out_height >= 8 &&
+         d.out_width >= 8;
+}
+
+int64_t winograd4_workspace_elems(const Conv2dDims& d) {
+  return std::max(forward_elems(d), forward_elems(transposed(d)));
+}
+
+template <typename T>
+void winograd4_forward(const T* x, const T* w, T* y, T* workspace, const Conv2dDims& d,
+                       bool accumulate) {
+  forward(x, w, false, y, workspace, d, accumulate);
+}
+
+template <typename T>
+void winograd4_backward_input(const T* dy, const T* w, T* dx, T* workspace,
+                              const Conv2dDims& d, bool accumulate) {
+  forward(dy, w, true, dx, workspace, transposed(d), accumulate);
+}
+
+template <typename T>
+void winograd4_backward_weight(const T* dy, const T* x, T* dw, T* workspace,
+                               const Conv2dDims& d) {
+  const Plan p = plan_of(d);
+  const int64_t cin = d.in_channels, cout = d.out_channels;
+  T* pad = workspace;
+  T* v = pad + pad_elems(d, p);
+  T* du = v + kPoints * skewed(cin * p.tiles());
+  T* e = du + kPoints * skewed(p.out_block * cin);
+  T* zeros = e + kPoints * skewed(p.out_block * p.tiles());
+  std::fill(zeros, zeros + 4 * p.tiles_w, T(0));
+  for_tile_blocks(d, p, [&](const TileBlock& blk) {
+    const int64_t nt = blk.images * blk.rows * p.tiles_w;
+    transform_inputs(x, pad, v, d, p, blk);
+    for (int64_t o0 = 0; o0 < cout; o0 += p.out_block) {
+      const int64_t nb = std::min(p.out_block, cout - o0);
+      transform_gradients(dy, zeros, e, d, p, blk, o0, nb);
+      const int64_t e_ps = skewed(nb * nt), v_ps = skewed(cin * nt), du_ps = skewed(nb * cin);
+      for (int64_t xi = 0; xi < kPoints; ++xi)
+        gemm(CblasNoTrans, CblasTrans, nb, cin, nt, T(1), e + xi * e_ps, nt, v + xi * v_ps, nt,
+             T(0), du + xi * du_ps, cin);
+      add_weight_gradients(du, dw, d, o0, nb);
+    }
+  });
+}
+
+template void winograd4_forward<float>(const float*, const float*, float*, float*,
+                                       const Conv2dDims&, bool);
+template void winograd4_forward<double>(const double*, const double*, double*, double*,
+                                        const Conv2dDims&, bool);
+template void winograd4_backward_input<float>(const float*, const float*, float*, float*,
+                                              const Conv2dDims&, bool);
+template void winograd4_backward_input<double>(const double*, const double*, double*, double*,
+                                               const Conv2dDims&, bool);
+template void winograd4_backward_weight<float>(const float*, const float*, float*, float*,
+                                               const Conv2dDims&);
+template void winograd4_backward_weight<double>(const double*, const double*, double*, double*,
+                                                const Conv2dDims&);
+
+}  // namespace sdp::cpu
