@@ -12,10 +12,12 @@ namespace sdp::cpu {
 namespace {
 
 constexpr int64_t kPoints = 36;  // 6 x 6 transform points per tile
+// Channels (input transform) or kernels (weight transforms) side by side.
+constexpr int64_t kLanes = 16;
 // Tiles (GEMM columns) per block: OpenBLAS runs near its peak from a few
 // hundred columns on.
 constexpr int64_t kTargetTiles = 512;
-// V [36, Cin, tiles] never holds more than this many elements (8 MiB of f32)
+// V [36, tiles, Cin] never holds more than this many elements (8 MiB of f32)
 // unless one tile row needs more: the 256-channel layers take 227 tiles.
 // Half as much costs the 128- and 256-channel layers a tenth more time
 // (smaller GEMMs).
@@ -37,13 +39,12 @@ struct Plan {
   int64_t images = 1, tile_rows = 1;  // per block: several images only with all their rows
   int64_t out_block = 1;              // output channels per GEMM
   int64_t tiles() const { return images * tile_rows * tiles_w; }  // most per block
-  // Each input plane of a block is copied zero-padded and split into its
-  // four column phases (padded column 4 j + r at phase r, index j), so the
-  // stride-4 tile windows read unit-stride: 4 tile_rows + 2 rows of four
-  // phases, each tiles_w + 1 long.
-  int64_t phase() const { return tiles_w + 1; }
-  int64_t row() const { return 4 * phase(); }
-  int64_t pad_plane() const { return (4 * tile_rows + 2) * row(); }
+  // The input transform runs across kLanes channels at a time (the deep
+  // layers have one or two tiles per row: too few for vectors across
+  // tiles). Each (image, channel group) of a block is copied zero-padded
+  // and channel-interleaved: [4 tile_rows + 2, 4 tiles_w + 2, kLanes].
+  int64_t pad_cols() const { return 4 * tiles_w + 2; }
+  int64_t pad_group() const { return (4 * tile_rows + 2) * pad_cols() * kLanes; }
 };
 
 Plan plan_of(const Conv2dDims& d) {
@@ -79,11 +80,12 @@ Conv2dDims transposed(const Conv2dDims& d) {
   return t;
 }
 
-// Workspace: padded planes, then V [36, Cin, tiles], then U [36, out_block,
+// Workspace: padded groups, then V [36, tiles, Cin], then U [36, out_block,
 // Cin] and M [36, out_block, tiles] (forward), or dU and E of the same sizes
 // (backward weight), then one zero row of 4 tiles_w (dy's rows past Ho).
+int64_t groups_of(int64_t channels) { return (channels + kLanes - 1) / kLanes; }
 int64_t pad_elems(const Conv2dDims& d, const Plan& p) {
-  return d.in_channels * p.images * p.pad_plane();
+  return groups_of(d.in_channels) * p.images * p.pad_group();
 }
 int64_t forward_elems(const Conv2dDims& d) {
   const Plan p = plan_of(d);
@@ -158,95 +160,103 @@ template <typename T>
   r[2] = (s34 - s12) / T(6) + m[5];
 }
 
-// One input plane [H, W] -> the block's padded rows: row r holds input row
-// 4 first_row - padding + r as the four phases of the padded row (padded
-// column q = input column + padding); outside the input, zeros.
+// Channels [c0, c0 + n) of one image -> the block's padded group pad
+// [4 rows + 2, 4 tiles_w + 2, kLanes]: padded row r, column q hold input
+// row 4 first_row - padding + r, column q - padding; outside the input,
+// zeros. Lanes n.. stay unset (never read).
 template <typename T>
-[[gnu::always_inline]] inline void split_pad(const T* in, T* pad, const Conv2dDims& d,
+[[gnu::always_inline]] inline void pad_group(const T* x, T* pad, int64_t n, const Conv2dDims& d,
                                              const Plan& p, const TileBlock& blk) {
-  const int64_t q = p.phase(), W = d.width;
-  Conv2dSpan spans[4];
-  for (int r = 0; r < 4; ++r) spans[r] = conv2d_inside(r - d.padding, W, 4, q);
-  std::fill(pad, pad + p.pad_plane(), T(0));
+  const int64_t W = d.width, plane = d.height * W, cols = p.pad_cols();
+  std::fill(pad, pad + p.pad_group(), T(0));
   for (int64_t r = 0; r < 4 * blk.rows + 2; ++r) {
     const int64_t ih = 4 * blk.first_row - d.padding + r;
     if (ih < 0 || ih >= d.height) continue;
-    const T* src = in + ih * W - d.padding;
-    T* row = pad + r * p.row();
-    for (int ph = 0; ph < 4; ++ph) {
-      T* dst = row + ph * q;
-      for (int64_t j = spans[ph].lo; j < spans[ph].hi; ++j) dst[j] = src[4 * j + ph];
-    }
+    T* dst = pad + (r * cols + d.padding) * kLanes;
+    const T* src = x + ih * W;
+    for (int64_t iw = 0; iw < W; ++iw)
+      for (int64_t l = 0; l < n; ++l) dst[iw * kLanes + l] = src[l * plane + iw];
   }
 }
 
-// V = B^T d B for the tiles of padded tile row `a`, d the 6 x 6 window at
-// padded rows 4a..4a+5, columns 4t..4t+5 (phases 0-3 at t, then 0-1 at
-// t+1). Point (k, j) goes to v[(6k + j) point_stride + t].
-template <typename T>
-[[gnu::always_inline]] inline void input_tiles(const T* pad, T* v, int64_t point_stride,
-                                               const Plan& p, int64_t a) {
-  const int64_t q = p.phase(), ps = point_stride;
-  const T* rows[6];
-  for (int k = 0; k < 6; ++k) rows[k] = pad + (4 * a + k) * p.row();
+// V = B^T d B of the block's tiles of one padded group, d the 6 x 6 window
+// at padded rows 4a.., columns 4t..; point (k, j) of lane l goes to
+// v[(6k + j) ps + tile cin + l] (v: at the group's first channel).
+template <typename T, bool kFull>
+[[gnu::always_inline]] inline void group_tiles(const T* pad, T* v, int64_t ps, int64_t cin,
+                                               int64_t n, int64_t first_tile, const Plan& p,
+                                               const TileBlock& blk) {
+  const int64_t cols = p.pad_cols(), lanes = kFull ? kLanes : n;
+  for (int64_t a = 0; a < blk.rows; ++a)
+    for (int64_t t = 0; t < p.tiles_w; ++t) {
+      const T* win = pad + (4 * a * cols + 4 * t) * kLanes;
+      T* out = v + (first_tile + a * p.tiles_w + t) * cin;
 #pragma omp simd
-  for (int64_t t = 0; t < p.tiles_w; ++t) {
-    T c[6][6];  // B^T applied along the columns of each row
+      for (int64_t l = 0; l < lanes; ++l) {
+        T c[6][6];  // B^T applied along each window row
 #pragma GCC unroll 6
-    for (int k = 0; k < 6; ++k) {
-      const T* r = rows[k];
-      const T dk[6] = {r[t], r[q + t], r[2 * q + t], r[3 * q + t], r[t + 1], r[q + t + 1]};
-      bt6(dk, c[k]);
+        for (int k = 0; k < 6; ++k) {
+          const T* r = win + k * cols * kLanes + l;
+          const T dk[6] = {r[0], r[kLanes], r[2 * kLanes], r[3 * kLanes], r[4 * kLanes],
+                           r[5 * kLanes]};
+          bt6(dk, c[k]);
+        }
+#pragma GCC unroll 6
+        for (int j = 0; j < 6; ++j) {
+          const T col[6] = {c[0][j], c[1][j], c[2][j], c[3][j], c[4][j], c[5][j]};
+          T o[6];
+          bt6(col, o);
+#pragma GCC unroll 6
+          for (int k = 0; k < 6; ++k) out[(6 * k + j) * ps + l] = o[k];
+        }
+      }
     }
-#pragma GCC unroll 6
-    for (int j = 0; j < 6; ++j) {
-      const T col[6] = {c[0][j], c[1][j], c[2][j], c[3][j], c[4][j], c[5][j]};
-      T out[6];
-      bt6(col, out);
-#pragma GCC unroll 6
-      for (int k = 0; k < 6; ++k) v[(6 * k + j) * ps + t] = out[k];
-    }
-  }
 }
 
 template <typename T>
-[[gnu::always_inline]] inline void input_plane(const T* in, T* pad, T* v, int64_t ps,
+[[gnu::always_inline]] inline void input_group(const T* x, T* pad, T* v, int64_t ps,
+                                               int64_t cin, int64_t n, int64_t first_tile,
                                                const Conv2dDims& d, const Plan& p,
                                                const TileBlock& blk) {
-  split_pad(in, pad, d, p, blk);
-  for (int64_t a = 0; a < blk.rows; ++a) input_tiles(pad, v + a * p.tiles_w, ps, p, a);
+  pad_group(x, pad, n, d, p, blk);
+  if (n == kLanes)
+    group_tiles<T, true>(pad, v, ps, cin, n, first_tile, p, blk);
+  else
+    group_tiles<T, false>(pad, v, ps, cin, n, first_tile, p, blk);
 }
 
 // The transforms are the only non-BLAS work: their f32 loops are also built
 // for AVX2 and AVX-512 (vec_math.h).
-SDP_MULTIVERSION void input_plane_f32(const float* in, float* pad, float* v, int64_t ps,
+SDP_MULTIVERSION void input_group_f32(const float* x, float* pad, float* v, int64_t ps,
+                                      int64_t cin, int64_t n, int64_t first_tile,
                                       const Conv2dDims& d, const Plan& p, const TileBlock& blk) {
-  input_plane(in, pad, v, ps, d, p, blk);
+  input_group(x, pad, v, ps, cin, n, first_tile, d, p, blk);
 }
 
-// x's planes of the block -> V [36, Cin, tiles].
+// x's planes of the block -> V [36, tiles, Cin]: threads split (image,
+// channel group) pairs, disjoint parts of V.
 template <typename T>
 void transform_inputs(const T* x, T* pad, T* v, const Conv2dDims& d, const Plan& p,
                       const TileBlock& blk) {
   const int64_t cin = d.in_channels, nt = blk.images * blk.rows * p.tiles_w;
-  const int64_t plane = d.height * d.width, ps = skewed(cin * nt);
+  const int64_t plane = d.height * d.width, ps = skewed(cin * nt), groups = groups_of(cin);
 #pragma omp parallel for collapse(2) schedule(static) if (kPoints * ps >= kParallelMin)
   for (int64_t i = 0; i < blk.images; ++i)
-    for (int64_t c = 0; c < cin; ++c) {
-      const T* in = x + ((blk.image + i) * cin + c) * plane;
-      T* padded = pad + (i * cin + c) * p.pad_plane();
-      T* out = v + c * nt + i * blk.rows * p.tiles_w;
+    for (int64_t g = 0; g < groups; ++g) {
+      const int64_t c0 = g * kLanes, n = std::min(kLanes, cin - c0);
+      const T* in = x + ((blk.image + i) * cin + c0) * plane;
+      T* padded = pad + (i * groups + g) * p.pad_group();
+      const int64_t first_tile = i * blk.rows * p.tiles_w;
       if constexpr (std::is_same_v<T, float>)
-        input_plane_f32(in, padded, out, ps, d, p, blk);
+        input_group_f32(in, padded, v + c0, ps, cin, n, first_tile, d, p, blk);
       else
-        input_plane(in, padded, out, ps, d, p, blk);
+        input_group(in, padded, v + c0, ps, cin, n, first_tile, d, p, blk);
     }
 }
 
-// Kernels transformed side by side: 16 consecutive input channels of one
-// output channel, gathered into g[tap][lane] so the arithmetic and U's
-// stores run across lanes.
-constexpr int64_t kLanes = 16;
+// Kernels are transformed side by side: kLanes consecutive input channels
+// of one output channel, gathered into g[tap][lane] so the arithmetic and
+// U's stores run across lanes.
 // Output channels of the transposed conv gathered per pass over 16 rows of w.
 constexpr int64_t kOutChunk = 32;
 
@@ -570,8 +580,8 @@ void forward(const T* x, const T* w, bool transpose, T* y, T* workspace, const C
       if (!one_weight_block) transform_weights(w, transpose, u, d, o0, nb);
       const int64_t u_ps = skewed(nb * cin), v_ps = skewed(cin * nt), m_ps = skewed(nb * nt);
       for (int64_t xi = 0; xi < kPoints; ++xi)
-        gemm(CblasNoTrans, CblasNoTrans, nb, nt, cin, T(1), u + xi * u_ps, cin, v + xi * v_ps,
-             nt, T(0), m + xi * m_ps, nt);
+        gemm(CblasNoTrans, CblasTrans, nb, nt, cin, T(1), u + xi * u_ps, cin, v + xi * v_ps,
+             cin, T(0), m + xi * m_ps, nt);
       transform_outputs(m, y, d, p, blk, o0, nb, accumulate);
     }
   });
@@ -619,8 +629,8 @@ void winograd4_backward_weight(const T* dy, const T* x, T* dw, T* workspace,
       transform_gradients(dy, zeros, e, d, p, blk, o0, nb);
       const int64_t e_ps = skewed(nb * nt), v_ps = skewed(cin * nt), du_ps = skewed(nb * cin);
       for (int64_t xi = 0; xi < kPoints; ++xi)
-        gemm(CblasNoTrans, CblasTrans, nb, cin, nt, T(1), e + xi * e_ps, nt, v + xi * v_ps, nt,
-             T(0), du + xi * du_ps, cin);
+        gemm(CblasNoTrans, CblasNoTrans, nb, cin, nt, T(1), e + xi * e_ps, nt, v + xi * v_ps,
+             cin, T(0), du + xi * du_ps, cin);
       add_weight_gradients(du, dw, d, o0, nb);
     }
   });
