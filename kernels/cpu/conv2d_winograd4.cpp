@@ -45,6 +45,10 @@ struct Plan {
   // and channel-interleaved: [4 tile_rows + 2, 4 tiles_w + 2, kLanes].
   int64_t pad_cols() const { return 4 * tiles_w + 2; }
   int64_t pad_group() const { return (4 * tile_rows + 2) * pad_cols() * kLanes; }
+  // The output and gradient transforms likewise run across kLanes output
+  // channels, through one [4 tile_rows, 4 tiles_w, kLanes] interleaved
+  // group per (image, channel group).
+  int64_t out_group() const { return 4 * tile_rows * 4 * tiles_w * kLanes; }
 };
 
 Plan plan_of(const Conv2dDims& d) {
@@ -81,8 +85,9 @@ Conv2dDims transposed(const Conv2dDims& d) {
 }
 
 // Workspace: padded groups, then V [36, tiles, Cin], then U [36, out_block,
-// Cin] and M [36, out_block, tiles] (forward), or dU and E of the same sizes
-// (backward weight), then one zero row of 4 tiles_w (dy's rows past Ho).
+// Cin] and M [36, tiles, out_block] (forward), or dU [36, out_block, Cin] and
+// E [36, tiles, out_block] (backward weight), then the interleaved output
+// (or gradient) groups.
 int64_t groups_of(int64_t channels) { return (channels + kLanes - 1) / kLanes; }
 int64_t pad_elems(const Conv2dDims& d, const Plan& p) {
   return groups_of(d.in_channels) * p.images * p.pad_group();
@@ -91,7 +96,8 @@ int64_t forward_elems(const Conv2dDims& d) {
   const Plan p = plan_of(d);
   return pad_elems(d, p) + kPoints * skewed(d.in_channels * p.tiles()) +
          kPoints * skewed(p.out_block * d.in_channels) +
-         kPoints * skewed(p.out_block * p.tiles()) + 4 * p.tiles_w;
+         kPoints * skewed(p.out_block * p.tiles()) +
+         p.images * groups_of(p.out_block) * p.out_group();
 }
 
 // A block: images [image, image + images), tile rows [first_row,
@@ -348,165 +354,180 @@ void transform_weights(const T* w, bool transpose, T* u, const Conv2dDims& d, in
   }
 }
 
-// y tile = A^T m A of tile t (m: point 0 of tile 0, points ps apart).
-template <typename T>
-[[gnu::always_inline]] inline void output_tile(const T* m, int64_t ps, int64_t t, T out[4][4]) {
-  T s[4][6];  // A^T m
-  for (int j = 0; j < 6; ++j) {
-    const T col[6] = {m[j * ps + t],        m[(6 + j) * ps + t],  m[(12 + j) * ps + t],
-                      m[(18 + j) * ps + t], m[(24 + j) * ps + t], m[(30 + j) * ps + t]};
-    T r[4];
-    at46(col, r);
-    for (int k = 0; k < 4; ++k) s[k][j] = r[k];
-  }
-  for (int k = 0; k < 4; ++k) at46(s[k], out[k]);  // (A^T m) A
-}
-
-template <bool kAccumulate, typename T>
-[[gnu::always_inline]] inline void put(T* dst, T value) {
-  if constexpr (kAccumulate)
-    *dst += value;
-  else
-    *dst = value;
-}
-
-// One tile row of one output plane: output rows y[0 .. kRows) (kRows < 4
-// only for the last tile row of an image whose Ho is no multiple of 4).
-// Tiles [0, full) have all four columns; the last may have fewer.
-template <typename T, bool kAccumulate, int kRows>
-[[gnu::always_inline]] inline void output_row(const T* m, int64_t ps, T* const (&y)[4],
-                                              int64_t tiles_w, int64_t full, int64_t Wo) {
+// The block's tiles of one image, output channels [o0, o0 + n) (m: at
+// point 0, the image's first tile, channel o0; points ps apart, tiles nb)
+// -> og [4 rows, 4 tiles_w, kLanes], tile by tile y = A^T m A.
+template <typename T, bool kFull>
+[[gnu::always_inline]] inline void output_tiles(const T* m, int64_t ps, int64_t nb, int64_t n,
+                                                T* og, const Plan& p, const TileBlock& blk) {
+  const int64_t cols = 4 * p.tiles_w, lanes = kFull ? kLanes : n;
+  for (int64_t a = 0; a < blk.rows; ++a)
+    for (int64_t t = 0; t < p.tiles_w; ++t) {
+      const T* mt = m + (a * p.tiles_w + t) * nb;
+      T* out = og + (4 * a * cols + 4 * t) * kLanes;
 #pragma omp simd
-  for (int64_t t = 0; t < full; ++t) {
-    T out[4][4];
-    output_tile(m, ps, t, out);
-    for (int k = 0; k < kRows; ++k)
-      for (int j = 0; j < 4; ++j) put<kAccumulate>(y[k] + 4 * t + j, out[k][j]);
-  }
-  if (full < tiles_w) {
-    T out[4][4];
-    output_tile(m, ps, full, out);
-    for (int k = 0; k < kRows; ++k)
-      for (int64_t j = 0; j < Wo - 4 * full; ++j) put<kAccumulate>(y[k] + 4 * full + j, out[k][j]);
-  }
+      for (int64_t l = 0; l < lanes; ++l) {
+        T s[4][6];  // A^T m
+#pragma GCC unroll 6
+        for (int j = 0; j < 6; ++j) {
+          const T col[6] = {mt[j * ps + l],        mt[(6 + j) * ps + l],
+                            mt[(12 + j) * ps + l], mt[(18 + j) * ps + l],
+                            mt[(24 + j) * ps + l], mt[(30 + j) * ps + l]};
+          T r[4];
+          at46(col, r);
+          for (int k = 0; k < 4; ++k) s[k][j] = r[k];
+        }
+#pragma GCC unroll 4
+        for (int k = 0; k < 4; ++k) {  // (A^T m) A
+          T r[4];
+          at46(s[k], r);
+          for (int j = 0; j < 4; ++j) out[(k * cols + j) * kLanes + l] = r[j];
+        }
+      }
+    }
 }
 
-template <typename T, bool kAccumulate>
-[[gnu::always_inline]] inline void output_rows(const T* m, int64_t ps, T* const (&y)[4],
-                                               int64_t rows, int64_t tiles_w, int64_t full,
-                                               int64_t Wo) {
-  switch (rows) {
-    case 1: return output_row<T, kAccumulate, 1>(m, ps, y, tiles_w, full, Wo);
-    case 2: return output_row<T, kAccumulate, 2>(m, ps, y, tiles_w, full, Wo);
-    case 3: return output_row<T, kAccumulate, 3>(m, ps, y, tiles_w, full, Wo);
-    default: return output_row<T, kAccumulate, 4>(m, ps, y, tiles_w, full, Wo);
-  }
-}
-
-// The block's tile rows of one output plane (m: the plane's first tile).
+// og -> the block's rows of n output planes (y: the first plane), the
+// rows and columns past Ho, Wo dropped.
 template <typename T>
-[[gnu::always_inline]] inline void output_plane(const T* m, int64_t ps, T* plane,
-                                                const Conv2dDims& d, const Plan& p,
+[[gnu::always_inline]] inline void scatter_outputs(const T* og, T* y, int64_t n,
+                                                   const Conv2dDims& d, const Plan& p,
+                                                   const TileBlock& blk, bool accumulate) {
+  const int64_t Wo = d.out_width, plane = d.out_height * Wo, cols = 4 * p.tiles_w;
+  const int64_t oh0 = 4 * blk.first_row, rows = std::min(4 * blk.rows, d.out_height - oh0);
+  for (int64_t l = 0; l < n; ++l)
+    for (int64_t r = 0; r < rows; ++r) {
+      const T* src = og + r * cols * kLanes + l;
+      T* dst = y + l * plane + (oh0 + r) * Wo;
+      if (accumulate) {
+        for (int64_t c = 0; c < Wo; ++c) dst[c] += src[c * kLanes];
+      } else {
+        for (int64_t c = 0; c < Wo; ++c) dst[c] = src[c * kLanes];
+      }
+    }
+}
+
+template <typename T>
+[[gnu::always_inline]] inline void output_group(const T* m, int64_t ps, int64_t nb, int64_t n,
+                                                T* og, T* y, const Conv2dDims& d, const Plan& p,
                                                 const TileBlock& blk, bool accumulate) {
-  const int64_t Ho = d.out_height, Wo = d.out_width, full = Wo / 4;
-  for (int64_t a = 0; a < blk.rows; ++a) {
-    const T* mt = m + a * p.tiles_w;
-    const int64_t oh = 4 * (blk.first_row + a), rows = std::min<int64_t>(4, Ho - oh);
-    T* const y[4] = {plane + oh * Wo, plane + (oh + 1) * Wo, plane + (oh + 2) * Wo,
-                     plane + (oh + 3) * Wo};  // only the first `rows` are written
-    if (accumulate)
-      output_rows<T, true>(mt, ps, y, rows, p.tiles_w, full, Wo);
-    else
-      output_rows<T, false>(mt, ps, y, rows, p.tiles_w, full, Wo);
-  }
+  if (n == kLanes)
+    output_tiles<T, true>(m, ps, nb, n, og, p, blk);
+  else
+    output_tiles<T, false>(m, ps, nb, n, og, p, blk);
+  scatter_outputs(og, y, n, d, p, blk, accumulate);
 }
 
-SDP_MULTIVERSION void output_plane_f32(const float* m, int64_t ps, float* plane,
-                                       const Conv2dDims& d, const Plan& p, const TileBlock& blk,
-                                       bool accumulate) {
-  output_plane(m, ps, plane, d, p, blk, accumulate);
+SDP_MULTIVERSION void output_group_f32(const float* m, int64_t ps, int64_t nb, int64_t n,
+                                       float* og, float* y, const Conv2dDims& d, const Plan& p,
+                                       const TileBlock& blk, bool accumulate) {
+  output_group(m, ps, nb, n, og, y, d, p, blk, accumulate);
 }
 
-// M [36, nb, tiles] -> y's planes of output channels [o0, o0 + nb).
+// M [36, tiles, nb] -> y's planes of output channels [o0, o0 + nb): threads
+// split (image, channel group) pairs, disjoint planes.
 template <typename T>
-void transform_outputs(const T* m, T* y, const Conv2dDims& d, const Plan& p,
+void transform_outputs(const T* m, T* og, T* y, const Conv2dDims& d, const Plan& p,
                        const TileBlock& blk, int64_t o0, int64_t nb, bool accumulate) {
   const int64_t nt = blk.images * blk.rows * p.tiles_w, ps = skewed(nb * nt);
-  const int64_t plane = d.out_height * d.out_width;
+  const int64_t plane = d.out_height * d.out_width, groups = groups_of(nb);
 #pragma omp parallel for collapse(2) schedule(static) if (kPoints * ps >= kParallelMin)
   for (int64_t i = 0; i < blk.images; ++i)
-    for (int64_t o = 0; o < nb; ++o) {
-      const T* mt = m + o * nt + i * blk.rows * p.tiles_w;
-      T* out = y + ((blk.image + i) * d.out_channels + o0 + o) * plane;
+    for (int64_t g = 0; g < groups; ++g) {
+      const int64_t c0 = g * kLanes, n = std::min(kLanes, nb - c0);
+      const T* mt = m + i * blk.rows * p.tiles_w * nb + c0;
+      T* group = og + (i * groups + g) * p.out_group();
+      T* out = y + ((blk.image + i) * d.out_channels + o0 + c0) * plane;
       if constexpr (std::is_same_v<T, float>)
-        output_plane_f32(mt, ps, out, d, p, blk, accumulate);
+        output_group_f32(mt, ps, nb, n, group, out, d, p, blk, accumulate);
       else
-        output_plane(mt, ps, out, d, p, blk, accumulate);
+        output_group(mt, ps, nb, n, group, out, d, p, blk, accumulate);
     }
 }
 
-// E = A g A^T of one 4 x 4 dy tile g; point (k, j) goes to e[(6k + j) ps + t].
+// n dy planes (dy: the first) -> gg [4 rows, 4 tiles_w, kLanes], the
+// block's rows, zeros past Ho and Wo.
 template <typename T>
-[[gnu::always_inline]] inline void gradient_tile(T* e, int64_t ps, int64_t t, const T (&g)[4][4]) {
-  T r[4][6];  // A applied along each row of g
-  for (int a = 0; a < 4; ++a) a64(g[a], r[a]);
-  for (int j = 0; j < 6; ++j) {
-    const T col[4] = {r[0][j], r[1][j], r[2][j], r[3][j]};
-    T out[6];
-    a64(col, out);
-    for (int k = 0; k < 6; ++k) e[(6 * k + j) * ps + t] = out[k];
+[[gnu::always_inline]] inline void gather_gradients(const T* dy, T* gg, int64_t n,
+                                                    const Conv2dDims& d, const Plan& p,
+                                                    const TileBlock& blk) {
+  const int64_t Wo = d.out_width, plane = d.out_height * Wo, cols = 4 * p.tiles_w;
+  const int64_t oh0 = 4 * blk.first_row, rows = std::min(4 * blk.rows, d.out_height - oh0);
+  std::fill(gg, gg + p.out_group(), T(0));
+  for (int64_t r = 0; r < rows; ++r) {
+    T* dst = gg + r * cols * kLanes;
+    const T* src = dy + (oh0 + r) * Wo;
+    for (int64_t c = 0; c < Wo; ++c)
+      for (int64_t l = 0; l < n; ++l) dst[c * kLanes + l] = src[l * plane + c];
   }
 }
 
-// The block's tile rows of one output-gradient plane: rows past Ho read
-// `zeros` (4 tiles_w zeros), columns past Wo are zero.
-template <typename T>
-[[gnu::always_inline]] inline void gradient_plane(const T* plane, const T* zeros, T* e,
-                                                  int64_t ps, const Conv2dDims& d,
-                                                  const Plan& p, const TileBlock& blk) {
-  const int64_t Ho = d.out_height, Wo = d.out_width, full = Wo / 4, tw = p.tiles_w;
-  for (int64_t a = 0; a < blk.rows; ++a) {
-    const int64_t oh = 4 * (blk.first_row + a);
-    const T* g[4];
-    for (int k = 0; k < 4; ++k) g[k] = oh + k < Ho ? plane + (oh + k) * Wo : zeros;
-    T* et = e + a * tw;
+// E = A g A^T of the block's tiles of one image, g the 4 x 4 dy tiles of
+// gg; point (k, j) of lane l goes to e[(6k + j) ps + tile nb + l] (e: at
+// the image's first tile, the group's first channel).
+template <typename T, bool kFull>
+[[gnu::always_inline]] inline void gradient_tiles(const T* gg, T* e, int64_t ps, int64_t nb,
+                                                  int64_t n, const Plan& p,
+                                                  const TileBlock& blk) {
+  const int64_t cols = 4 * p.tiles_w, lanes = kFull ? kLanes : n;
+  for (int64_t a = 0; a < blk.rows; ++a)
+    for (int64_t t = 0; t < p.tiles_w; ++t) {
+      const T* g = gg + (4 * a * cols + 4 * t) * kLanes;
+      T* et = e + (a * p.tiles_w + t) * nb;
 #pragma omp simd
-    for (int64_t t = 0; t < full; ++t) {
-      T tile[4][4];
-      for (int k = 0; k < 4; ++k)
-        for (int j = 0; j < 4; ++j) tile[k][j] = g[k][4 * t + j];
-      gradient_tile(et, ps, t, tile);
+      for (int64_t l = 0; l < lanes; ++l) {
+        T r[4][6];  // A applied along each row of the tile
+#pragma GCC unroll 4
+        for (int k = 0; k < 4; ++k) {
+          const T* row = g + k * cols * kLanes + l;
+          const T gk[4] = {row[0], row[kLanes], row[2 * kLanes], row[3 * kLanes]};
+          a64(gk, r[k]);
+        }
+#pragma GCC unroll 6
+        for (int j = 0; j < 6; ++j) {
+          const T col[4] = {r[0][j], r[1][j], r[2][j], r[3][j]};
+          T o[6];
+          a64(col, o);
+          for (int k = 0; k < 6; ++k) et[(6 * k + j) * ps + l] = o[k];
+        }
+      }
     }
-    if (full < tw) {
-      T tile[4][4];
-      for (int k = 0; k < 4; ++k)
-        for (int64_t j = 0; j < 4; ++j) tile[k][j] = 4 * full + j < Wo ? g[k][4 * full + j] : T(0);
-      gradient_tile(et, ps, full, tile);
-    }
-  }
 }
 
-SDP_MULTIVERSION void gradient_plane_f32(const float* plane, const float* zeros, float* e,
-                                         int64_t ps, const Conv2dDims& d, const Plan& p,
-                                         const TileBlock& blk) {
-  gradient_plane(plane, zeros, e, ps, d, p, blk);
-}
-
-// dy's planes of the block, output channels [o0, o0 + nb) -> E [36, nb, tiles].
 template <typename T>
-void transform_gradients(const T* dy, const T* zeros, T* e, const Conv2dDims& d, const Plan& p,
+[[gnu::always_inline]] inline void gradient_group(const T* dy, T* gg, T* e, int64_t ps,
+                                                  int64_t nb, int64_t n, const Conv2dDims& d,
+                                                  const Plan& p, const TileBlock& blk) {
+  gather_gradients(dy, gg, n, d, p, blk);
+  if (n == kLanes)
+    gradient_tiles<T, true>(gg, e, ps, nb, n, p, blk);
+  else
+    gradient_tiles<T, false>(gg, e, ps, nb, n, p, blk);
+}
+
+SDP_MULTIVERSION void gradient_group_f32(const float* dy, float* gg, float* e, int64_t ps,
+                                         int64_t nb, int64_t n, const Conv2dDims& d,
+                                         const Plan& p, const TileBlock& blk) {
+  gradient_group(dy, gg, e, ps, nb, n, d, p, blk);
+}
+
+// dy's planes of the block, output channels [o0, o0 + nb) -> E [36, tiles, nb].
+template <typename T>
+void transform_gradients(const T* dy, T* gg, T* e, const Conv2dDims& d, const Plan& p,
                          const TileBlock& blk, int64_t o0, int64_t nb) {
   const int64_t nt = blk.images * blk.rows * p.tiles_w, ps = skewed(nb * nt);
-  const int64_t plane = d.out_height * d.out_width;
+  const int64_t plane = d.out_height * d.out_width, groups = groups_of(nb);
 #pragma omp parallel for collapse(2) schedule(static) if (kPoints * ps >= kParallelMin)
   for (int64_t i = 0; i < blk.images; ++i)
-    for (int64_t o = 0; o < nb; ++o) {
-      const T* in = dy + ((blk.image + i) * d.out_channels + o0 + o) * plane;
-      T* out = e + o * nt + i * blk.rows * p.tiles_w;
+    for (int64_t g = 0; g < groups; ++g) {
+      const int64_t c0 = g * kLanes, n = std::min(kLanes, nb - c0);
+      const T* in = dy + ((blk.image + i) * d.out_channels + o0 + c0) * plane;
+      T* group = gg + (i * groups + g) * p.out_group();
+      T* et = e + i * blk.rows * p.tiles_w * nb + c0;
       if constexpr (std::is_same_v<T, float>)
-        gradient_plane_f32(in, zeros, out, ps, d, p, blk);
+        gradient_group_f32(in, group, et, ps, nb, n, d, p, blk);
       else
-        gradient_plane(in, zeros, out, ps, d, p, blk);
+        gradient_group(in, group, et, ps, nb, n, d, p, blk);
     }
 }
 
@@ -570,6 +591,7 @@ void forward(const T* x, const T* w, bool transpose, T* y, T* workspace, const C
   T* v = pad + pad_elems(d, p);
   T* u = v + kPoints * skewed(cin * p.tiles());
   T* m = u + kPoints * skewed(p.out_block * cin);
+  T* og = m + kPoints * skewed(p.out_block * p.tiles());
   const bool one_weight_block = p.out_block >= cout;
   if (one_weight_block) transform_weights(w, transpose, u, d, 0, cout);
   for_tile_blocks(d, p, [&](const TileBlock& blk) {
@@ -580,9 +602,9 @@ void forward(const T* x, const T* w, bool transpose, T* y, T* workspace, const C
       if (!one_weight_block) transform_weights(w, transpose, u, d, o0, nb);
       const int64_t u_ps = skewed(nb * cin), v_ps = skewed(cin * nt), m_ps = skewed(nb * nt);
       for (int64_t xi = 0; xi < kPoints; ++xi)
-        gemm(CblasNoTrans, CblasTrans, nb, nt, cin, T(1), u + xi * u_ps, cin, v + xi * v_ps,
-             cin, T(0), m + xi * m_ps, nt);
-      transform_outputs(m, y, d, p, blk, o0, nb, accumulate);
+        gemm(CblasNoTrans, CblasTrans, nt, nb, cin, T(1), v + xi * v_ps, cin, u + xi * u_ps,
+             cin, T(0), m + xi * m_ps, nb);
+      transform_outputs(m, og, y, d, p, blk, o0, nb, accumulate);
     }
   });
 }
@@ -619,17 +641,16 @@ void winograd4_backward_weight(const T* dy, const T* x, T* dw, T* workspace,
   T* v = pad + pad_elems(d, p);
   T* du = v + kPoints * skewed(cin * p.tiles());
   T* e = du + kPoints * skewed(p.out_block * cin);
-  T* zeros = e + kPoints * skewed(p.out_block * p.tiles());
-  std::fill(zeros, zeros + 4 * p.tiles_w, T(0));
+  T* gg = e + kPoints * skewed(p.out_block * p.tiles());
   for_tile_blocks(d, p, [&](const TileBlock& blk) {
     const int64_t nt = blk.images * blk.rows * p.tiles_w;
     transform_inputs(x, pad, v, d, p, blk);
     for (int64_t o0 = 0; o0 < cout; o0 += p.out_block) {
       const int64_t nb = std::min(p.out_block, cout - o0);
-      transform_gradients(dy, zeros, e, d, p, blk, o0, nb);
+      transform_gradients(dy, gg, e, d, p, blk, o0, nb);
       const int64_t e_ps = skewed(nb * nt), v_ps = skewed(cin * nt), du_ps = skewed(nb * cin);
       for (int64_t xi = 0; xi < kPoints; ++xi)
-        gemm(CblasNoTrans, CblasNoTrans, nb, cin, nt, T(1), e + xi * e_ps, nt, v + xi * v_ps,
+        gemm(CblasTrans, CblasNoTrans, nb, cin, nt, T(1), e + xi * e_ps, nb, v + xi * v_ps,
              cin, T(0), du + xi * du_ps, cin);
       add_weight_gradients(du, dw, d, o0, nb);
     }
