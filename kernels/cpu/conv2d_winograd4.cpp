@@ -174,14 +174,21 @@ template <typename T>
 [[gnu::always_inline]] inline void pad_group(const T* x, T* pad, int64_t n, const Conv2dDims& d,
                                              const Plan& p, const TileBlock& blk) {
   const int64_t W = d.width, plane = d.height * W, cols = p.pad_cols();
-  std::fill(pad, pad + p.pad_group(), T(0));
+  const int64_t left = d.padding * kLanes, right = (cols - d.padding - W) * kLanes;
   for (int64_t r = 0; r < 4 * blk.rows + 2; ++r) {
     const int64_t ih = 4 * blk.first_row - d.padding + r;
-    if (ih < 0 || ih >= d.height) continue;
-    T* dst = pad + (r * cols + d.padding) * kLanes;
+    T* row = pad + r * cols * kLanes;
+    if (ih < 0 || ih >= d.height) {  // a padding row
+      std::fill(row, row + cols * kLanes, T(0));
+      continue;
+    }
+    // only the padding columns are zeroed: the input columns are all written
+    std::fill(row, row + left, T(0));
+    std::fill(row + left + W * kLanes, row + left + W * kLanes + right, T(0));
+    T* dst = row + left;
     const T* src = x + ih * W;
-    for (int64_t iw = 0; iw < W; ++iw)
-      for (int64_t l = 0; l < n; ++l) dst[iw * kLanes + l] = src[l * plane + iw];
+    for (int64_t l = 0; l < n; ++l)
+      for (int64_t iw = 0; iw < W; ++iw) dst[iw * kLanes + l] = src[l * plane + iw];
   }
 }
 
