@@ -1,8 +1,7 @@
 // conv2d: forward against a direct 7-loop convolution in double, both
 // backward halves against finite differences, f32 against f64, repeated
-// runs bit for bit, the meta
-// device (shapes checked, bf16 accepted, nothing computed), the workspace
-// sizes and the argument errors.
+// runs bit for bit, the meta device (shapes checked, bf16 accepted,
+// nothing computed), the workspace sizes and the argument errors.
 #include <catch2/catch.hpp>
 
 #include <sstream>
