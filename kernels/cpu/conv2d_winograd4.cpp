@@ -14,16 +14,18 @@ namespace {
 constexpr int64_t kPoints = 36;  // 6 x 6 transform points per tile
 // Channels (input transform) or kernels (weight transforms) side by side.
 constexpr int64_t kLanes = 16;
-// Tiles (GEMM columns) per block: OpenBLAS runs near its peak from a few
-// hundred columns on.
-constexpr int64_t kTargetTiles = 512;
+// Tiles (GEMM rows) per block: few enough that V and M of the 64-channel
+// layers stay near L2 size (36 x 64 x 128 f32 = 1.2 MiB each). bench_conv
+// measured 128 faster than 512 on the 64-channel 32 x 32 layer (CPU time,
+// by a tenth to a quarter at batch 32 and 128) and no slower on the others.
+constexpr int64_t kTargetTiles = 128;
 // V [36, tiles, Cin] never holds more than this many elements (8 MiB of f32)
-// unless one tile row needs more: the 256-channel layers take 227 tiles.
-// Half as much costs the 128- and 256-channel layers a tenth more time
-// (smaller GEMMs).
+// unless one tile row needs more: fewer than kTargetTiles only from 456
+// channels on.
 constexpr int64_t kTransformBudget = int64_t{1} << 21;
 // U [36, out_block, Cin] never holds more than this many elements unless one
-// output channel needs more: the 256-channel layers take 227 at a time.
+// output channel needs more: the 256-channel layers take 227 at a time
+// (with 2^20, 113: a tenth slower in bench_conv, smaller GEMMs).
 constexpr int64_t kWeightBudget = int64_t{1} << 21;
 // Below this many elements in a loop one thread does it all.
 constexpr int64_t kParallelMin = int64_t{1} << 15;
