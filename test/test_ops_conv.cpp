@@ -1,7 +1,7 @@
 // conv2d: forward against a direct 7-loop convolution in double, both
-// backward halves against finite differences, f32 against f64, the meta
-// device (shapes checked, bf16 accepted, nothing computed), the workspace
-// sizes and the argument errors.
+// backward halves against finite differences, f32 against f64, repeated
+// runs bit for bit, the meta device (shapes checked, bf16 accepted,
+// nothing computed), the workspace sizes and the argument errors.
 #include <catch2/catch.hpp>
 
 #include <sstream>
@@ -34,10 +34,14 @@ struct ConvCase {
 };
 
 // k 1 and 3 (and 2, 5), stride 1 to 3, padding 0 to 2, H != W, B 1..3,
-// channels 1..5, and the blockings of both CPU algorithms:
-//   Winograd (k 3, stride 1): odd output sizes (half tiles), several images
-//     per block with a partial last block (16 x 16: 8 images, B 10), tile
-//     rows of one image per block (48 x 50: 20 of 24 tile rows, then 4);
+// channels 1..5, and the blockings of the CPU algorithms:
+//   Winograd F(2 x 2) (k 3, stride 1, outputs below 8 x 8): odd output sizes
+//     (half tiles), several images per block with a partial last block
+//     (7 x 7 outputs: 32 images, B 40);
+//   Winograd F(4 x 4) (k 3, stride 1, outputs from 8 x 8): outputs of every
+//     size mod 4 (partial tiles of 1-3 rows or columns), several images per
+//     block with a partial last block (32 x 32: 2 images, B 11), tile rows
+//     of one image per block (95 x 94: 5 of 24 tile rows, then 4);
 //   im2col (the rest): several images per block with a partial last block
 //     (10 x 10 outputs: 5 images, B 7), output rows of one image read and
 //     written in place (32 x 33 outputs: 15 rows, 15, then 2), pointwise.
@@ -49,6 +53,8 @@ const ConvCase kCases[] = {
     {2, 4, 5, 7, 6, {1, 2, 0}},    {1, 2, 3, 6, 7, {1, 1, 1}},  {2, 2, 3, 6, 8, {2, 2, 0}},
     {2, 3, 2, 9, 7, {5, 3, 2}},    {7, 2, 3, 20, 20, {3, 2, 1}}, {2, 2, 2, 64, 66, {3, 2, 1}},
     {2, 3, 2, 32, 33, {1, 1, 0}},
+    {40, 2, 3, 7, 7, {3, 1, 1}},   {2, 3, 2, 9, 10, {3, 1, 1}}, {1, 2, 3, 13, 11, {3, 1, 0}},
+    {2, 2, 3, 9, 8, {3, 1, 2}},    {11, 8, 3, 32, 32, {3, 1, 1}}, {1, 2, 2, 95, 94, {3, 1, 1}},
 };
 
 // Small enough for finite differences (every element of x and w perturbed).
@@ -56,6 +62,8 @@ const ConvCase kGradCases[] = {
     {2, 3, 4, 5, 6, {3, 1, 1}}, {2, 2, 3, 5, 7, {3, 1, 0}}, {1, 3, 2, 4, 5, {3, 1, 2}},
     {2, 2, 3, 7, 6, {3, 2, 1}}, {3, 3, 2, 5, 4, {1, 1, 0}}, {2, 3, 2, 6, 5, {1, 2, 0}},
     {1, 2, 3, 6, 7, {3, 2, 0}}, {2, 2, 2, 7, 5, {5, 3, 2}},
+    // F(4 x 4): partial tiles (outputs 9 x 10, 8 x 11, 11 x 9)
+    {1, 2, 3, 9, 10, {3, 1, 1}}, {2, 2, 2, 10, 13, {3, 1, 0}}, {1, 3, 2, 9, 7, {3, 1, 2}},
 };
 
 // y [B, Cout, Ho, Wo] of x [B, Cin, H, W] and w [Cout, Cin, k, k], by definition.
@@ -188,33 +196,39 @@ TEST_CASE("conv2d backward matches finite differences", "[ops][conv]") {
 
 TEST_CASE("conv2d with wide channels: weights in several blocks, against the definition",
           "[ops][conv]") {
-  // Winograd transforms the weights of at most 2^19 / (16 Cin) output
-  // channels at a time: 300 x 260 channels take three blocks both ways.
-  const ConvCase c{2, 300, 260, 4, 5, {3, 1, 1}};
-  Arena arena;
-  Tensor x = arena.make(c.x()), w = arena.make(c.w()), dy = arena.make(c.y());
-  Tensor y = arena.make(c.y()), dx = arena.make(c.x()), dw = arena.make(c.w());
-  Tensor ws = make_workspace(arena, c, DType::f64);
-  fill_uniform(x, 10);
-  fill_uniform(w, 11);
-  fill_uniform(dy, 12);
-  ops::conv2d_forward(x, w, c.geometry, y, ws);
-  ops::conv2d_backward_input(dy, w, c.geometry, dx, ws);
-  ops::fill(dw, 0.0);
-  ops::conv2d_backward_weight(dy, x, c.geometry, dw, ws);
-  const auto xv = to_vector(x), wv = to_vector(w);
-  const NaiveGradients ref = naive_backward(xv, wv, to_vector(dy), c);
-  REQUIRE(max_rel_error(to_vector(y), naive_conv(xv, wv, c)) < 1e-12);
-  REQUIRE(max_rel_error(to_vector(dx), ref.dx) < 1e-12);
-  REQUIRE(max_rel_error(to_vector(dw), ref.dw) < 1e-12);
+  // F(2 x 2) transforms the weights of at most 2^19 / (16 Cin) output
+  // channels at a time, F(4 x 4) 2^21 / (36 Cin): 300 x 260 channels take
+  // three blocks both ways in F(2 x 2) (4 x 5 outputs), two in F(4 x 4) (8 x 9).
+  for (const ConvCase& c : {ConvCase{2, 300, 260, 4, 5, {3, 1, 1}},
+                            ConvCase{2, 300, 260, 8, 9, {3, 1, 1}}}) {
+    INFO(c.name());
+    Arena arena;
+    Tensor x = arena.make(c.x()), w = arena.make(c.w()), dy = arena.make(c.y());
+    Tensor y = arena.make(c.y()), dx = arena.make(c.x()), dw = arena.make(c.w());
+    Tensor ws = make_workspace(arena, c, DType::f64);
+    fill_uniform(x, 10);
+    fill_uniform(w, 11);
+    fill_uniform(dy, 12);
+    ops::conv2d_forward(x, w, c.geometry, y, ws);
+    ops::conv2d_backward_input(dy, w, c.geometry, dx, ws);
+    ops::fill(dw, 0.0);
+    ops::conv2d_backward_weight(dy, x, c.geometry, dw, ws);
+    const auto xv = to_vector(x), wv = to_vector(w);
+    const NaiveGradients ref = naive_backward(xv, wv, to_vector(dy), c);
+    REQUIRE(max_rel_error(to_vector(y), naive_conv(xv, wv, c)) < 1e-12);
+    REQUIRE(max_rel_error(to_vector(dx), ref.dx) < 1e-12);
+    REQUIRE(max_rel_error(to_vector(dw), ref.dw) < 1e-12);
+  }
 }
 
 TEST_CASE("conv2d in f32 agrees with f64, on one thread and on several", "[ops][conv]") {
-  // Larger shapes than the FD cases, both algorithms; the last two are big
+  // Larger shapes than the FD cases, all algorithms (the last F(2 x 2), the
+  // other 3 x 3 stride-1 ones F(4 x 4)); the fifth and sixth are big
   // enough for their transforms and im2col to split across threads.
   const ConvCase cases[] = {{6, 8, 16, 10, 9, {3, 1, 1}},   {3, 16, 8, 12, 14, {3, 2, 1}},
                             {2, 4, 8, 33, 32, {3, 1, 1}},   {4, 8, 16, 12, 12, {1, 2, 0}},
-                            {2, 48, 48, 12, 12, {3, 1, 1}}, {2, 16, 32, 24, 24, {3, 2, 1}}};
+                            {2, 48, 48, 12, 12, {3, 1, 1}}, {2, 16, 32, 24, 24, {3, 2, 1}},
+                            {4, 32, 32, 6, 6, {3, 1, 1}}};
   for (const auto& c : cases) {
     for (int threads : {1, 2}) {
       INFO(c.name() << ", " << threads << " threads");
@@ -247,6 +261,48 @@ TEST_CASE("conv2d in f32 agrees with f64, on one thread and on several", "[ops][
   }
 }
 
+TEST_CASE("conv2d gives the same bits on every run", "[ops][conv]") {
+  // Blockings depend on the shapes only and threads split disjoint outputs,
+  // so repeated runs agree bit for bit, on one thread and on several:
+  // F(4 x 4) (several tile blocks, partial channel groups), F(2 x 2),
+  // im2col with stride 2, pointwise. (Across thread counts the bits also
+  // depend on OpenBLAS: it may pick another sgemm kernel for another team
+  // size, as it does for the stride-2 case here, so that is not asserted.)
+  const ConvCase cases[] = {{3, 40, 24, 18, 17, {3, 1, 1}},
+                            {2, 20, 36, 5, 6, {3, 1, 1}},
+                            {3, 16, 24, 15, 16, {3, 2, 1}},
+                            {2, 24, 16, 9, 9, {1, 1, 0}}};
+  for (const auto& c : cases) {
+    Arena arena;
+    Tensor x = arena.make(c.x(), DType::f32), w = arena.make(c.w(), DType::f32);
+    Tensor r = arena.make(c.y(), DType::f32);
+    fill_uniform(x, 13);
+    fill_uniform(w, 14);
+    fill_uniform(r, 15);
+    auto run = [&] {
+      Tensor y = arena.make(c.y(), DType::f32), dx = arena.make(c.x(), DType::f32);
+      Tensor dw = arena.make(c.w(), DType::f32), ws = make_workspace(arena, c, DType::f32);
+      fill_garbage(ws);
+      ops::conv2d_forward(x, w, c.geometry, y, ws);
+      ops::conv2d_backward_input(r, w, c.geometry, dx, ws);
+      ops::fill(dw, 0.0);
+      ops::conv2d_backward_weight(r, x, c.geometry, dw, ws);
+      std::vector<double> all = to_vector(y);
+      for (const Tensor* t : {&dx, &dw}) {
+        const std::vector<double> v = to_vector(*t);
+        all.insert(all.end(), v.begin(), v.end());
+      }
+      return all;
+    };
+    for (int threads : {1, 2, 3}) {
+      INFO(c.name() << ", " << threads << " threads");
+      ThreadCount guard(threads);
+      const std::vector<double> first = run();
+      REQUIRE(run() == first);
+    }
+  }
+}
+
 TEST_CASE("conv2d_workspace_elems: the cuda formula, the cpu chunk, meta the larger",
           "[ops][conv]") {
   const ops::Conv2dGeometry g3{3, 1, 1}, g1{1, 1, 0}, g1s2{1, 2, 0};
@@ -263,22 +319,22 @@ TEST_CASE("conv2d_workspace_elems: the cuda formula, the cpu chunk, meta the lar
   REQUIRE(ops::conv2d_workspace_elems(x_big, w_big, g3, DType::bf16, Device::cuda) ==
           (int64_t{64} << 20) / 2 + 64 * 64 * 9);
 
-  // cpu: a few MiB at most, nothing for a pointwise conv, the same answer
+  // cpu: some MiB at most, nothing for a pointwise conv, the same answer
   // for any dtype (a count of elements).
   const int64_t cpu_big = ops::conv2d_workspace_elems(x_big, w_big, g3, DType::f32, Device::cpu);
   REQUIRE(cpu_big > 0);
-  REQUIRE(cpu_big <= 3 * (int64_t{1} << 20));
+  REQUIRE(cpu_big <= 8 * (int64_t{1} << 20));
   REQUIRE(cpu_big == ops::conv2d_workspace_elems(x_big, w_big, g3, DType::f64, Device::cpu));
   REQUIRE(ops::conv2d_workspace_elems(x_big, Shape{32, 64, 1, 1}, g1, DType::f32,
                                       Device::cpu) == 0);
   REQUIRE(ops::conv2d_workspace_elems(x_big, Shape{32, 64, 1, 1}, g1s2, DType::f32,
                                       Device::cpu) > 0);
-  // every conv of a CIFAR ResNet-18 at batch 128 stays within 12 MiB of f32
+  // every conv of a CIFAR ResNet-18 at batch 128 stays within 32 MiB of f32
   for (int64_t c : {64, 128, 256, 512}) {
     const int64_t size = 32 * 64 / c;
     const Shape x{128, c, size, size}, x_prev{128, c / 2, 2 * size, 2 * size};
     const ops::Conv2dGeometry g3s2{3, 2, 1};
-    const int64_t limit = 3 * (int64_t{1} << 20);
+    const int64_t limit = 8 * (int64_t{1} << 20);
     REQUIRE(ops::conv2d_workspace_elems(x, Shape{c, c, 3, 3}, g3, DType::f32, Device::cpu) <=
             limit);
     if (c == 64) continue;  // the first stage keeps its size and channels

@@ -6,6 +6,7 @@
 
 #include "kernels/cpu/blas.h"
 #include "kernels/cpu/conv2d_winograd.h"
+#include "kernels/cpu/conv2d_winograd4.h"
 
 namespace sdp::cpu {
 
@@ -226,6 +227,7 @@ Conv2dBlocking conv2d_blocking(const Conv2dDims& d) {
 }
 
 int64_t conv2d_workspace_elems(const Conv2dDims& d) {
+  if (winograd4_applies(d)) return winograd4_workspace_elems(d);
   if (winograd_applies(d)) return winograd_workspace_elems(d);
   const Conv2dBlocking blocking = conv2d_blocking(d);
   const int64_t cols = blocking.columns(d);
@@ -244,6 +246,7 @@ void conv2d_forward(const T* x, const T* w, T* y, T* workspace, const Conv2dDims
     if (!accumulate) std::fill(y, y + d.batch * Cout * P, T(0));
     return;
   }
+  if (winograd4_applies(d)) return winograd4_forward(x, w, y, workspace, d, accumulate);
   if (winograd_applies(d)) return winograd_forward(x, w, y, workspace, d, accumulate);
   const Conv2dBlocking blocking = conv2d_blocking(d);
   const Buffers<T> buf(workspace, d, blocking);
@@ -274,6 +277,8 @@ void conv2d_backward_input(const T* dy, const T* w, T* dx, T* workspace, const C
     if (!accumulate) std::fill(dx, dx + d.batch * x_image, T(0));
     return;
   }
+  if (winograd4_applies(d))
+    return winograd4_backward_input(dy, w, dx, workspace, d, accumulate);
   if (winograd_applies(d)) return winograd_backward_input(dy, w, dx, workspace, d, accumulate);
   const Conv2dBlocking blocking = conv2d_blocking(d);
   const Buffers<T> buf(workspace, d, blocking);
@@ -297,6 +302,7 @@ void conv2d_backward_weight(const T* dy, const T* x, T* dw, T* workspace, const 
   const int64_t Cout = d.out_channels, K = d.patch(), P = d.out_pixels();
   const int64_t x_image = d.in_channels * d.height * d.width;
   if (d.batch == 0 || Cout == 0 || K == 0 || P == 0) return;  // nothing to add
+  if (winograd4_applies(d)) return winograd4_backward_weight(dy, x, dw, workspace, d);
   if (winograd_applies(d)) return winograd_backward_weight(dy, x, dw, workspace, d);
   const Conv2dBlocking blocking = conv2d_blocking(d);
   const Buffers<T> buf(workspace, d, blocking);

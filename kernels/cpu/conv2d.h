@@ -1,8 +1,10 @@
 #pragma once
 // 2-D convolution (NCHW, square kernel, equal stride and zero padding on both
 // axes, no bias). 3 x 3 stride-1 convs (nearly all of a CIFAR ResNet's work)
-// run as Winograd F(2 x 2, 3 x 3), 2.25x fewer multiplies
-// (conv2d_winograd.h); all others as im2col + BLAS GEMMs, described here.
+// run as Winograd F(4 x 4, 3 x 3), 4x fewer multiplies, on outputs of at
+// least 8 x 8 (conv2d_winograd4.h), as F(2 x 2, 3 x 3), 2.25x fewer, on
+// smaller ones (conv2d_winograd.h); all others as im2col + BLAS GEMMs,
+// described here.
 //
 // The batch is walked in blocks of GEMM columns (output pixels), a few
 // hundred each: enough for BLAS to run near its peak, few enough that a
