@@ -6,6 +6,7 @@
 
 #include "kernels/ops.h"
 #include "models/common/component_groups.h"
+#include "models/common/stage_checks.h"
 
 namespace sdp::llama {
 
@@ -203,32 +204,22 @@ std::vector<int> LlamaModel::site_params(int site) const {
 
 void LlamaModel::set_stage(const StageSpan& span) {
   const int L = config_.n_layers;
-  if (span.first_block < 0 || span.first_block >= L || span.end(L) <= span.first_block ||
-      span.end(L) > L)
-    fail("set_stage: blocks [", span.first_block, ", ", span.end(L), ") are not a stage of model ",
-         config_.name, " (valid: a non-empty range [first, end) within blocks 0 .. ", L - 1, ")");
+  check_stage_span(span, L, config_.name);
   if (config_.tie_embeddings && !span.whole(L))
     fail("set_stage: model ", config_.name, " ties its embedding to the LM head, so the input ",
          "and output stages cannot be apart (asked for ", span.describe(L),
          "); use an untied model for pipeline stages");
-  if (!in_flight_.empty())
-    fail("set_stage: ", in_flight_.size(), " micro-batch(es) of model ", config_.name,
-         " are between forward and backward; finish them before changing the stage");
+  check_no_micro_batch_in_flight(in_flight_.size(), config_.name);
   stage_ = span;
   trunk_->set_block_range(span.first_block, span.end(L));
 }
 
 void LlamaModel::check_whole(const char* call) const {
-  if (stage_.whole(config_.n_layers)) return;
-  fail(call, " of model ", config_.name, " needs the whole model, but it is set to the pipeline ",
-       "stage ", stage_.describe(config_.n_layers), " (use forward_stage / backward_stage; ",
-       "evaluation of a partial stage is not supported)");
+  check_whole_stage(stage_, config_.n_layers, call, config_.name);
 }
 
 Shape LlamaModel::stage_input_shape(const Tensor& tokens, int first_block) const {
-  if (first_block <= 0 || first_block >= config_.n_layers)
-    fail("stage_input_shape: block ", first_block, " of model ", config_.name,
-         " does not start a later stage (valid: 1 .. ", config_.n_layers - 1, ")");
+  check_later_stage_start(first_block, config_.n_layers, config_.name);
   SDP_CHECK(tokens.ndim() == 2, "stage_input_shape: tokens must be [batch, seq], got ",
             tokens.describe());
   return {tokens.size(0), tokens.size(1), config_.dim};

@@ -6,6 +6,7 @@
 
 #include "kernels/ops.h"
 #include "models/common/component_groups.h"
+#include "models/common/stage_checks.h"
 
 namespace sdp::resnet {
 
@@ -269,30 +270,19 @@ Tensor ResNetModel::run_trunk(const Tensor& images, bool train, MicroBatch& m) {
 
 void ResNetModel::set_stage(const StageSpan& span) {
   const int L = static_cast<int>(blocks_.size());
-  if (span.first_block < 0 || span.first_block >= L || span.end(L) <= span.first_block ||
-      span.end(L) > L)
-    fail("set_stage: blocks [", span.first_block, ", ", span.end(L), ") are not a stage of model ",
-         config_.name, " (valid: a non-empty range [first, end) within blocks 0 .. ", L - 1, ")");
-  if (!in_flight_.empty())
-    fail("set_stage: ", in_flight_.size(), " micro-batch(es) of model ", config_.name,
-         " are between forward and backward; finish them before changing the stage");
+  check_stage_span(span, L, config_.name);
+  check_no_micro_batch_in_flight(in_flight_.size(), config_.name);
   stage_ = span;
   trunk_->set_block_range(span.first_block, span.end(L));
 }
 
 void ResNetModel::check_whole(const char* call) const {
-  const int L = static_cast<int>(blocks_.size());
-  if (stage_.whole(L)) return;
-  fail(call, " of model ", config_.name, " needs the whole model, but it is set to the pipeline ",
-       "stage ", stage_.describe(L), " (use forward_stage / backward_stage; evaluation of a ",
-       "partial stage is not supported)");
+  check_whole_stage(stage_, static_cast<int>(blocks_.size()), call, config_.name);
 }
 
 Shape ResNetModel::stage_input_shape(const Tensor& images, int first_block) const {
   const int L = static_cast<int>(blocks_.size());
-  if (first_block <= 0 || first_block >= L)
-    fail("stage_input_shape: block ", first_block, " of model ", config_.name,
-         " does not start a later stage (valid: 1 .. ", L - 1, ")");
+  check_later_stage_start(first_block, L, config_.name);
   if (images.ndim() != 4)
     fail("stage_input_shape: images must be [batch, channels, height, width], got ",
          images.describe());
