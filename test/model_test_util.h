@@ -1,9 +1,11 @@
 #pragma once
-// Helpers of the model tests (LLaMA, ResNet): a model's parameters as full
-// tensors by name (assembled from whole tensors and pieces), loading full
-// tensors into any cut of a model, and the storage-group masks that hold or
-// train a chosen set of components.
+// Helpers of the model tests (LLaMA, ResNet, Swin): a model's parameters as
+// full tensors by name (assembled from whole tensors and pieces), loading full
+// tensors into any cut of a model, the storage-group masks that hold or train
+// a chosen set of components, and the gradient comparisons of the masking
+// tests.
 #include <algorithm>
+#include <catch2/catch.hpp>
 #include <functional>
 #include <map>
 #include <memory>
@@ -79,6 +81,45 @@ std::unique_ptr<ModelT> build_model(const Config& config, const ModelLayout& lay
   m->params().allocate_grads();
   load_full(m->params(), weights, arena);
   return m;
+}
+
+// Forward masking: every trained part of `p` (f64; buffers have no
+// gradient) has the gradient its slice of `full_grads` (a reference model's
+// full tensors by name) holds, within `tol` (max_rel_error with `floor`).
+inline void require_part_grads(const ParameterSet& p, const Weights& full_grads, double tol,
+                               double floor = 1e-12) {
+  Arena scratch;
+  for (int id = 0; id < p.count(); ++id) {
+    if (!p.is_trained(id) || p.decl(id).buffer) continue;
+    const ParamDecl& d = p.decl(id);
+    CAPTURE(d.name);
+    Tensor whole = scratch.make(d.full_shape, DType::f64);
+    const auto& g = full_grads.at(d.full_name);
+    std::copy(g.begin(), g.end(), whole.data<double>());
+    Tensor part = scratch.make(d.shape, DType::f64);
+    copy_full_to_part(d, whole, part);
+    const std::vector<double> got = to_vector(p.grad(id)), want = to_vector(part);
+    REQUIRE(got.size() == want.size());
+    REQUIRE(max_rel_error(got, want, floor) < tol);
+  }
+}
+
+// Backward masking: `masked` (the same cut as `full`, training fewer groups)
+// has bit-equal gradients for what it trains, none for the rest, and leaves
+// at least one part untrained.
+inline void require_masked_grads(const ParameterSet& masked, const ParameterSet& full) {
+  int untrained = 0;
+  for (int id = 0; id < masked.count(); ++id) {
+    if (masked.decl(id).buffer) continue;
+    CAPTURE(masked.decl(id).name);
+    if (!masked.is_trained(id)) {
+      ++untrained;
+      REQUIRE_THROWS_WITH(masked.grad(id), Catch::Contains("is not trained by this rank"));
+      continue;
+    }
+    REQUIRE(to_vector(masked.grad(id)) == to_vector(full.grad(id)));
+  }
+  REQUIRE(untrained > 0);
 }
 
 }  // namespace sdp::testing

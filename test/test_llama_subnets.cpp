@@ -39,6 +39,8 @@ LlamaConfig cut_config() {
 
 ModelLayout neuron_layout() { return {Granularity::neuron, 3, 2, 8, {}, {}}; }
 
+using sdp::testing::require_masked_grads;
+using sdp::testing::require_part_grads;
 using sdp::testing::Weights;
 
 // Full Hugging Face tensors (values or gradients) of a model, assembled from its parts.
@@ -181,17 +183,7 @@ TEST_CASE("forward masking equals the full model with dropped parts zeroed", "[m
     Arena scratch;
     const auto sub_grads = full_values(sub, true, scratch);
     const ParameterSet& p = sub.params();
-    for (int id = 0; id < p.count(); ++id) {
-      if (!p.is_trained(id)) continue;
-      const ParamDecl& d = p.decl(id);
-      CAPTURE(d.name);
-      Tensor whole = scratch.make(d.full_shape, DType::f64);
-      std::copy(ref.grads.at(d.full_name).begin(), ref.grads.at(d.full_name).end(),
-                whole.data<double>());
-      Tensor part = scratch.make(d.shape, DType::f64);
-      copy_full_to_part(d, whole, part);
-      require_close(sdp::testing::to_vector(p.grad(id)), sdp::testing::to_vector(part), 1e-10);
-    }
+    require_part_grads(p, ref.grads, 1e-10);
     // Narrower matrices: the subnet holds fewer parameters and activations.
     REQUIRE(p.materialized_numel() < full->params().materialized_numel());
     REQUIRE(sub.saved_activation_bytes({2, 6}) < full->saved_activation_bytes({2, 6}));
@@ -230,18 +222,7 @@ TEST_CASE("backward masking trains only owned parts, with the full model's gradi
     const Outcome ref = run(full, batch, arena), got = run(masked, batch, arena);
     REQUIRE(got.loss == ref.loss);  // same forward, bit for bit
     const ParameterSet& p = masked.params();
-    int untrained = 0;
-    for (int id = 0; id < p.count(); ++id) {
-      CAPTURE(p.decl(id).name);
-      if (!p.is_trained(id)) {
-        ++untrained;
-        REQUIRE_THROWS_WITH(p.grad(id), Catch::Contains("is not trained by this rank"));
-        continue;
-      }
-      REQUIRE(sdp::testing::to_vector(p.grad(id)) ==
-              sdp::testing::to_vector(full.params().grad(id)));
-    }
-    REQUIRE(untrained > 0);
+    require_masked_grads(p, full.params());
     // Gradients and moments only for what is trained.
     size_t expected = 0;
     for (int g = 0; g < p.group_count(); ++g)

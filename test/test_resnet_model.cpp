@@ -36,6 +36,8 @@ ModelLayout neuron_layout(int groups = 2) {
 
 ResNetConfig tiny() { return ResNetConfig::named("resnet-tiny", kClasses); }
 
+using sdp::testing::require_masked_grads;
+using sdp::testing::require_part_grads;
 using sdp::testing::Weights;
 
 Weights full_values(const ResNetModel& m, bool grads, Arena& arena) {
@@ -204,18 +206,7 @@ TEST_CASE("ResNet forward masking equals the full network with dropped parts zer
     const Outcome ref = run(full, batch, arena), got = run(sub, batch, arena);
     REQUIRE(got.loss == Approx(ref.loss).epsilon(1e-12));
     const ParameterSet& p = sub.params();
-    Arena scratch;
-    for (int id = 0; id < p.count(); ++id) {
-      if (!p.is_trained(id) || p.decl(id).buffer) continue;
-      const ParamDecl& d = p.decl(id);
-      CAPTURE(d.name);
-      Tensor whole = scratch.make(d.full_shape, DType::f64);
-      std::copy(ref.grads.at(d.full_name).begin(), ref.grads.at(d.full_name).end(),
-                whole.data<double>());
-      Tensor part = scratch.make(d.shape, DType::f64);
-      copy_full_to_part(d, whole, part);
-      require_close(sdp::testing::to_vector(p.grad(id)), sdp::testing::to_vector(part), 1e-10);
-    }
+    require_part_grads(p, ref.grads, 1e-10);
     REQUIRE(p.materialized_numel() < full.params().materialized_numel());
   };
 
@@ -269,19 +260,7 @@ TEST_CASE("ResNet backward masking trains only owned parts, with the full gradie
     });
     const Outcome ref = run(*full, batch, arena), got = run(*masked, batch, arena);
     REQUIRE(got.loss == ref.loss);
-    const ParameterSet& p = masked->params();
-    int untrained = 0;
-    for (int id = 0; id < p.count(); ++id) {
-      if (p.decl(id).buffer) continue;
-      CAPTURE(p.decl(id).name);
-      if (!p.is_trained(id)) {
-        ++untrained;
-        continue;
-      }
-      REQUIRE(sdp::testing::to_vector(p.grad(id)) ==
-              sdp::testing::to_vector(full->params().grad(id)));
-    }
-    REQUIRE(untrained > 0);
+    require_masked_grads(masked->params(), full->params());
   }
 }
 
