@@ -1,9 +1,11 @@
 #pragma once
 // Helpers for the checkpoint tests: raw file access (TempDir and
-// write_bytes come from test_temp_dir.h).
+// write_bytes come from test_temp_dir.h), and the resume check the model
+// families' trainer tests share.
 #include <unistd.h>
 
 #include <atomic>
+#include <catch2/catch.hpp>
 #include <cstdint>
 #include <filesystem>
 #include <fstream>
@@ -13,6 +15,8 @@
 #include <string>
 #include <vector>
 
+#include "engine/train/checkpoint_dir.h"
+#include "engine/train/trainer.h"
 #include "test/test_temp_dir.h"
 
 namespace sdp::testing {
@@ -28,6 +32,31 @@ inline std::set<std::string> list_dir(const std::filesystem::path& dir) {
   for (const auto& e : std::filesystem::directory_iterator(dir))
     names.insert(e.path().filename().string());
   return names;
+}
+
+// Six steps of run `c` straight, and three steps, a checkpoint into `dir`
+// and three more in a fresh trainer, must give the same losses and then the
+// same evaluation, bit for bit.
+inline void require_bit_identical_resume(const TrainConfig& c, const std::filesystem::path& dir) {
+  std::vector<double> straight;
+  double straight_eval = 0;
+  {
+    Trainer t(c);
+    for (int i = 0; i < 6; ++i) straight.push_back(t.train_step().loss);
+    straight_eval = t.evaluate();
+  }
+  std::vector<double> resumed;
+  {
+    Trainer t(c);
+    for (int i = 0; i < 3; ++i) resumed.push_back(t.train_step().loss);
+    save_and_mark_latest(t, dir);
+  }
+  Trainer t(c);
+  t.load_checkpoint(resolve_checkpoint(dir));
+  REQUIRE(t.step() == 3);
+  for (int i = 0; i < 3; ++i) resumed.push_back(t.train_step().loss);
+  REQUIRE(resumed == straight);
+  REQUIRE(t.evaluate() == straight_eval);
 }
 
 }  // namespace sdp::testing

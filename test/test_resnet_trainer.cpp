@@ -13,6 +13,7 @@
 #include "engine/checkpoint/safetensors.h"
 #include "engine/train/checkpoint_dir.h"
 #include "engine/train/trainer.h"
+#include "test/test_checkpoint_support.h"
 #include "test/test_temp_dir.h"
 
 using namespace sdp;
@@ -86,27 +87,9 @@ TEST_CASE("resuming a ResNet from a checkpoint gives bit-identical losses",
           "[trainer][checkpoint][resnet]") {
   const sdp::testing::TempDir temp;
   const fs::path dir = temp / "resume";
-  TrainConfig c = tiny_resnet_run();
-  std::vector<double> straight;
-  double straight_eval = 0;
-  {
-    Trainer t(c);
-    for (int i = 0; i < 6; ++i) straight.push_back(t.train_step().loss);
-    straight_eval = t.evaluate();
-  }
-  std::vector<double> resumed;
-  {
-    Trainer t(c);
-    for (int i = 0; i < 3; ++i) resumed.push_back(t.train_step().loss);
-    save_and_mark_latest(t, dir);
-  }
-  Trainer t(c);
-  t.load_checkpoint(resolve_checkpoint(dir));
-  REQUIRE(t.step() == 3);
-  for (int i = 0; i < 3; ++i) resumed.push_back(t.train_step().loss);
-  REQUIRE(resumed == straight);
-  // Evaluation reads the running statistics: they were restored too.
-  REQUIRE(t.evaluate() == straight_eval);
+  // Evaluation reads the running statistics: the resume check's equal
+  // evaluation shows they were restored too.
+  sdp::testing::require_bit_identical_resume(tiny_resnet_run(), dir);
 
   // Full tensors under torchvision's names, running statistics included.
   const checkpoint::SafetensorsFile weights(resolve_checkpoint(dir) / "model.safetensors");

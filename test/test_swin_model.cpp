@@ -22,6 +22,7 @@
 #include "models/common/parameter_pieces.h"
 #include "models/registry.h"
 #include "swin_test_util.h"
+#include "test/test_checkpoint_support.h"
 #include "test/test_temp_dir.h"
 
 using namespace sdp;
@@ -432,26 +433,7 @@ TEST_CASE("resuming a Swin from a checkpoint gives bit-identical losses",
           "[trainer][checkpoint][swin]") {
   const sdp::testing::TempDir temp;
   const fs::path dir = temp / "resume";
-  const TrainConfig c = micro_run();
-  std::vector<double> straight;
-  double straight_eval = 0;
-  {
-    Trainer t(c);
-    for (int i = 0; i < 6; ++i) straight.push_back(t.train_step().loss);
-    straight_eval = t.evaluate();
-  }
-  std::vector<double> resumed;
-  {
-    Trainer t(c);
-    for (int i = 0; i < 3; ++i) resumed.push_back(t.train_step().loss);
-    save_and_mark_latest(t, dir);
-  }
-  Trainer t(c);
-  t.load_checkpoint(resolve_checkpoint(dir));
-  REQUIRE(t.step() == 3);
-  for (int i = 0; i < 3; ++i) resumed.push_back(t.train_step().loss);
-  REQUIRE(resumed == straight);
-  REQUIRE(t.evaluate() == straight_eval);
+  require_bit_identical_resume(micro_run(), dir);
   const checkpoint::SafetensorsFile weights(resolve_checkpoint(dir) / "model.safetensors");
   for (const char* name : {"patch_embed.proj.weight", "layers.1.downsample.reduction.weight",
                            "layers.0.blocks.1.attn.relative_position_bias_table", "head.fc.bias"})
