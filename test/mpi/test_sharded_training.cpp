@@ -14,6 +14,7 @@
 
 #include "engine/train/trainer.h"
 #include "kernels/ops.h"
+#include "test/mpi/meta_twin.h"
 #include "test/mpi/mpi_test_support.h"
 #include "test/mpi/whole_values.h"
 
@@ -257,18 +258,7 @@ TEST_CASE("the meta device predicts a sharded rank's bytes exactly, with and wit
                               : resnet_config("n-sdp", 0.5, level);
         c.dtype = "f32";
         c.parallel.activation_checkpointing = ac;
-        Trainer real(c, world());
-        TrainConfig m = c;
-        m.device = "meta";
-        m.emulate_world = size();
-        m.emulate_rank = rank();
-        Trainer meta(m, std::make_unique<MetaAllocator>(64));  // the CPU allocator's blocks
-        for (int s = 0; s < 2; ++s) {
-          const StepResult a = real.train_step(), b = meta.train_step();
-          CHECK(a.memory == b.memory);
-          CHECK(a.comm["by_op"] == b.comm["by_op"]);
-        }
-        CHECK(real.allocator().stats().alloc_count() == meta.allocator().stats().alloc_count());
+        check_meta_matches_real(c);
       }
 }
 
