@@ -32,4 +32,10 @@ void check_later_stage_start(int first_block, int blocks, const std::string& mod
          " does not start a later stage (valid: 1 .. ", blocks - 1, ")");
 }
 
+void check_hands_on(const StageSpan& stage, int blocks, const std::string& model) {
+  if (stage.has_output_stage(blocks))
+    fail("stage_output: stage ", stage.describe(blocks), " of model ", model,
+         " ends in the loss and hands nothing on");
+}
+
 }  // namespace sdp

@@ -1,6 +1,6 @@
 #pragma once
 // The pipeline-stage checks every model makes the same way (set_stage,
-// check_whole, stage_input_shape), in one place so that their messages stay
+// check_whole, stage_input_shape, stage_output), in one place so that their messages stay
 // alike; each model adds only what differs (a tied embedding, the shape of
 // what crosses a boundary).
 #include <cstddef>
@@ -22,5 +22,8 @@ void check_whole_stage(const StageSpan& stage, int blocks, const char* call,
 
 // stage_input_shape: first_block must start a later stage (1 .. blocks - 1).
 void check_later_stage_start(int first_block, int blocks, const std::string& model);
+
+// stage_output: only a stage without the output stage hands an activation on.
+void check_hands_on(const StageSpan& stage, int blocks, const std::string& model);
 
 }  // namespace sdp

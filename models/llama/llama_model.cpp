@@ -334,9 +334,7 @@ double LlamaModel::run_stage(const Tensor& tokens, const Tensor& targets, OwnedT
 }
 
 const Tensor& LlamaModel::stage_output(int micro_batch) const {
-  if (stage_.has_output_stage(config_.n_layers))
-    fail("stage_output: stage ", stage_.describe(config_.n_layers), " of model ", config_.name,
-         " ends in the loss and hands nothing on");
+  check_hands_on(stage_, config_.n_layers, config_.name);
   auto it = in_flight_.find(micro_batch);
   SDP_CHECK(it != in_flight_.end() && !it->second.trunk.backward_started, "stage_output of micro-batch ",
             micro_batch, " without its stage forward (or after its backward)");

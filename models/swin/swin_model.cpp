@@ -534,10 +534,7 @@ double SwinModel::run_stage(const Tensor& images, const Tensor& labels, OwnedTen
 }
 
 const Tensor& SwinModel::stage_output(int micro_batch) const {
-  const int L = static_cast<int>(blocks_.size());
-  if (stage_.has_output_stage(L))
-    fail("stage_output: stage ", stage_.describe(L), " of model ", config_.name,
-         " ends in the loss and hands nothing on");
+  check_hands_on(stage_, static_cast<int>(blocks_.size()), config_.name);
   auto it = in_flight_.find(micro_batch);
   SDP_CHECK(it != in_flight_.end() && !it->second.trunk.backward_started,
             "stage_output of micro-batch ", micro_batch,
