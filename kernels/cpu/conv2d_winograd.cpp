@@ -431,23 +431,17 @@ SDP_MULTIVERSION void weight_gradient_lanes_f32(const float* du, int64_t ps, int
   weight_gradient_lanes(du, ps, n, dw);
 }
 
-// dw [o0 .. o0 + nb, Cin, 3, 3] += G^T dU G, dU [16, nb, Cin].
-template <typename T>
-void add_weight_gradients(const T* du, T* dw, const Conv2dDims& d, int64_t o0, int64_t nb) {
-  const int64_t cin = d.in_channels, ps = skewed(nb * cin);
-  const int64_t groups = (cin + kLanes - 1) / kLanes;
-#pragma omp parallel for collapse(2) schedule(static) if (kPoints * ps >= kParallelMin)
-  for (int64_t o = 0; o < nb; ++o)
-    for (int64_t gi = 0; gi < groups; ++gi) {
-      const int64_t i0 = gi * kLanes, n = std::min(kLanes, cin - i0);
-      const T* src = du + o * cin + i0;
-      T* out = dw + ((o0 + o) * cin + i0) * 9;
-      if constexpr (std::is_same_v<T, float>)
-        weight_gradient_lanes_f32(src, ps, n, out);
-      else
-        weight_gradient_lanes(src, ps, n, out);
-    }
-}
+// The weight gradient's lanes for add_weight_gradients: f32 through the
+// multiversioned copy.
+struct GradientLanes {
+  template <typename T>
+  static void add(const T* du, int64_t ps, int64_t n, T* dw) {
+    if constexpr (std::is_same_v<T, float>)
+      weight_gradient_lanes_f32(du, ps, n, dw);
+    else
+      weight_gradient_lanes(du, ps, n, dw);
+  }
+};
 
 // The forward of d (for the input gradient: of transposed(d), transpose set).
 template <typename T>
@@ -517,7 +511,7 @@ void winograd_backward_weight(const T* dy, const T* x, T* dw, T* workspace,
       for (int64_t xi = 0; xi < kPoints; ++xi)
         gemm(CblasNoTrans, CblasTrans, nb, cin, nt, T(1), e + xi * e_ps, nt, v + xi * v_ps, nt,
              T(0), du + xi * du_ps, cin);
-      add_weight_gradients(du, dw, d, o0, nb);
+      add_weight_gradients<kPoints, GradientLanes>(du, dw, d, o0, nb);
     }
   });
 }

@@ -102,4 +102,19 @@ void transform_weights(const T* w, bool transpose, T* u, const Conv2dDims& d, in
   }
 }
 
+// dw [o0 .. o0 + nb, Cin, 3, 3] += G^T dU G, dU [kPoints, nb, Cin] (points
+// skewed(nb * Cin) apart). Lanes::add(du, ps, n, dw) adds G^T dU G for n <=
+// kLanes kernels side by side, for f32 through the file's multiversioned copy.
+template <int64_t kPoints, typename Lanes, typename T>
+void add_weight_gradients(const T* du, T* dw, const Conv2dDims& d, int64_t o0, int64_t nb) {
+  const int64_t cin = d.in_channels, ps = skewed(nb * cin);
+  const int64_t groups = (cin + kLanes - 1) / kLanes;
+#pragma omp parallel for collapse(2) schedule(static) if (kPoints * ps >= kParallelMin)
+  for (int64_t o = 0; o < nb; ++o)
+    for (int64_t gi = 0; gi < groups; ++gi) {
+      const int64_t i0 = gi * kLanes, n = std::min(kLanes, cin - i0);
+      Lanes::add(du + o * cin + i0, ps, n, dw + ((o0 + o) * cin + i0) * 9);
+    }
+}
+
 }  // namespace sdp::cpu::winograd_common
