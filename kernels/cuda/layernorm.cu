@@ -22,14 +22,14 @@
 #include "kernels/cuda/block_reduce.cuh"
 #include "kernels/cuda/cuda_check.h"
 #include "kernels/cuda/stream.h"
-#include "kernels/cuda/swin_common.cuh"
+#include "kernels/cuda/vec.cuh"
 
 namespace sdp::cuda {
 namespace {
 
-using swin_detail::aligned16;
-using swin_detail::kPack;
-using swin_detail::Vec;
+using vec::aligned16;
+using vec::kPack;
+using vec::Vec;
 
 constexpr int64_t kMaxRowBlocks = int64_t{1} << 20;  // rows beyond: grid-stride
 constexpr int kMaxRowThreads = 512;
