@@ -1,6 +1,6 @@
 #pragma once
 // Pieces shared by the CUDA elementwise and layout kernels (activation.cu,
-// gelu.cu, layernorm.cu, window_layout.cu): the 16-byte pack moved by one
+// gelu.cu, layernorm.cu, rmsnorm.cu, window_layout.cu): the 16-byte pack moved by one
 // load or store, grid-stride indexing, and the packed elementwise maps.
 // Device and host code.
 #include <cuda_runtime.h>
@@ -36,6 +36,16 @@ inline bool aligned16(const void* p) { return reinterpret_cast<uintptr_t>(p) % 1
 inline int blocks_for(int64_t items) {
   return static_cast<int>(std::clamp<int64_t>((items + kThreads - 1) / kThreads, 1, kMaxBlocks));
 }
+
+// Row kernels (one block per row, grid-stride beyond kMaxRowBlocks rows).
+inline constexpr int64_t kMaxRowBlocks = int64_t{1} << 20;
+inline constexpr int kMaxRowThreads = 512;
+
+// Whole warps, one per 32 work items of a row, at most kMaxRowThreads.
+inline int row_threads(int64_t units) {
+  return static_cast<int>(std::clamp<int64_t>((units + 31) / 32 * 32, 32, kMaxRowThreads));
+}
+inline int row_blocks(int64_t rows) { return static_cast<int>(std::min(rows, kMaxRowBlocks)); }
 
 // y = op(x) over n elements: packs [0, n / K), then the n % K < K elements
 // left over, one per thread of the first warp. y may alias x: each element
