@@ -14,17 +14,6 @@ namespace sdp::ops {
 
 namespace {
 
-// `t` shaped and typed like `ref`.
-void check_like(const Tensor& t, const Tensor& ref, const char* op, const char* arg) {
-  detail::expect_like(t, ref, op, arg);
-  expect_shape(t, ref.shape(), op, arg);
-}
-
-void check_float(const Tensor& t, const char* op, const char* arg) {
-  detail::expect_float(t, op, arg);
-  expect_contiguous(t, op, arg);
-}
-
 // x [B, C, H, W] with at least one pixel per plane (a mean over none is undefined).
 void check_pool_input(const Tensor& x, const char* op, const char* arg) {
   if (x.ndim() != 4) fail(op, ": ", arg, " must be [B, C, H, W], got ", x.describe());
@@ -36,8 +25,8 @@ void check_pool_input(const Tensor& x, const char* op, const char* arg) {
 
 void relu_forward(const Tensor& x, Tensor& y) {
   constexpr const char* op = "relu_forward";
-  check_float(x, op, "x");
-  check_like(y, x, op, "y");
+  detail::expect_float_contiguous(x, op, "x");
+  detail::expect_like_shaped(y, x, op, "y");
   switch (detail::backend_of(x, op)) {
     case detail::Backend::meta: return;
     case detail::Backend::cuda: SDP_ON_CUDA(cuda::relu_forward(x, y)); return;
@@ -51,9 +40,9 @@ void relu_forward(const Tensor& x, Tensor& y) {
 
 void relu_backward_input(const Tensor& dy, const Tensor& y, Tensor& dx) {
   constexpr const char* op = "relu_backward_input";
-  check_float(y, op, "y");
-  check_like(dy, y, op, "dy");
-  check_like(dx, y, op, "dx");
+  detail::expect_float_contiguous(y, op, "y");
+  detail::expect_like_shaped(dy, y, op, "dy");
+  detail::expect_like_shaped(dx, y, op, "dx");
   switch (detail::backend_of(y, op)) {
     case detail::Backend::meta: return;
     case detail::Backend::cuda: SDP_ON_CUDA(cuda::relu_backward_input(dy, y, dx)); return;
@@ -67,7 +56,7 @@ void relu_backward_input(const Tensor& dy, const Tensor& y, Tensor& dx) {
 
 void global_avg_pool_forward(const Tensor& x, Tensor& y) {
   constexpr const char* op = "global_avg_pool_forward";
-  check_float(x, op, "x");
+  detail::expect_float_contiguous(x, op, "x");
   check_pool_input(x, op, "x");
   detail::expect_like(y, x, op, "y");
   expect_shape(y, Shape{x.size(0), x.size(1)}, op, "y");
@@ -85,7 +74,7 @@ void global_avg_pool_forward(const Tensor& x, Tensor& y) {
 
 void global_avg_pool_backward_input(const Tensor& dy, Tensor& dx) {
   constexpr const char* op = "global_avg_pool_backward_input";
-  check_float(dx, op, "dx");
+  detail::expect_float_contiguous(dx, op, "dx");
   check_pool_input(dx, op, "dx");
   detail::expect_like(dy, dx, op, "dy");
   expect_shape(dy, Shape{dx.size(0), dx.size(1)}, op, "dy");
@@ -103,7 +92,7 @@ void global_avg_pool_backward_input(const Tensor& dy, Tensor& dx) {
 
 void bias_add_forward(Tensor& y, const Tensor& bias) {
   constexpr const char* op = "bias_add_forward";
-  check_float(y, op, "y");
+  detail::expect_float_contiguous(y, op, "y");
   const int64_t rows = detail::leading_rows(y, op, "y");
   detail::expect_like(bias, y, op, "bias");
   expect_shape(bias, Shape{y.size(-1)}, op, "bias");
@@ -120,7 +109,7 @@ void bias_add_forward(Tensor& y, const Tensor& bias) {
 
 void bias_backward_weight(const Tensor& dy, Tensor& dbias) {
   constexpr const char* op = "bias_backward_weight";
-  check_float(dy, op, "dy");
+  detail::expect_float_contiguous(dy, op, "dy");
   const int64_t rows = detail::leading_rows(dy, op, "dy");
   expect_same_device(dbias, dy, op);
   detail::expect_accum(dbias, dy.dtype(), op, "dbias");

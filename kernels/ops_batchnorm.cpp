@@ -23,12 +23,6 @@ cpu::BatchNormDims check_input(const Tensor& x, const char* op) {
   return {x.size(0), x.size(1), x.size(2) * x.size(3)};
 }
 
-// A tensor shaped and typed like x (y, dy, dx).
-void check_like_x(const Tensor& t, const Tensor& x, const char* op, const char* arg) {
-  detail::expect_like(t, x, op, arg);
-  expect_shape(t, x.shape(), op, arg);
-}
-
 // A parameter (weight, bias) [C] in x's dtype.
 void check_param(const Tensor& t, const Tensor& x, const char* op, const char* arg) {
   detail::expect_like(t, x, op, arg);
@@ -56,7 +50,7 @@ void batchnorm_forward_train(const Tensor& x, const Tensor& weight, const Tensor
   const cpu::BatchNormDims d = check_input(x, op);
   check_param(weight, x, op, "weight");
   check_param(bias, x, op, "bias");
-  check_like_x(y, x, op, "y");
+  detail::expect_like_shaped(y, x, op, "y");
   check_accum(save_mean, x, op, "save_mean");
   check_accum(save_invstd, x, op, "save_invstd");
   check_accum(running_mean, x, op, "running_mean");
@@ -89,7 +83,7 @@ void batchnorm_forward_batch_stats(const Tensor& x, const Tensor& weight, const 
   const cpu::BatchNormDims d = check_input(x, op);
   check_param(weight, x, op, "weight");
   check_param(bias, x, op, "bias");
-  check_like_x(y, x, op, "y");
+  detail::expect_like_shaped(y, x, op, "y");
   check_accum(save_mean, x, op, "save_mean");
   check_accum(save_invstd, x, op, "save_invstd");
   check_eps(eps, op);
@@ -120,7 +114,7 @@ void batchnorm_forward_eval(const Tensor& x, const Tensor& weight, const Tensor&
   check_param(bias, x, op, "bias");
   check_accum(running_mean, x, op, "running_mean");
   check_accum(running_var, x, op, "running_var");
-  check_like_x(y, x, op, "y");
+  detail::expect_like_shaped(y, x, op, "y");
   check_eps(eps, op);
   switch (detail::backend_of(x, op)) {
     case detail::Backend::meta: return;
@@ -142,11 +136,11 @@ void batchnorm_backward_input(const Tensor& dy, const Tensor& x, const Tensor& w
                               const Tensor& save_mean, const Tensor& save_invstd, Tensor& dx) {
   constexpr const char* op = "batchnorm_backward_input";
   const cpu::BatchNormDims d = check_input(x, op);
-  check_like_x(dy, x, op, "dy");
+  detail::expect_like_shaped(dy, x, op, "dy");
   check_param(weight, x, op, "weight");
   check_accum(save_mean, x, op, "save_mean");
   check_accum(save_invstd, x, op, "save_invstd");
-  check_like_x(dx, x, op, "dx");
+  detail::expect_like_shaped(dx, x, op, "dx");
   switch (detail::backend_of(x, op)) {
     case detail::Backend::meta: return;
     case detail::Backend::cuda:
@@ -166,7 +160,7 @@ void batchnorm_backward_weight(const Tensor& dy, const Tensor& x, const Tensor& 
                                const Tensor& save_invstd, Tensor& dweight, Tensor& dbias) {
   constexpr const char* op = "batchnorm_backward_weight";
   const cpu::BatchNormDims d = check_input(x, op);
-  check_like_x(dy, x, op, "dy");
+  detail::expect_like_shaped(dy, x, op, "dy");
   check_accum(save_mean, x, op, "save_mean");
   check_accum(save_invstd, x, op, "save_invstd");
   check_accum(dweight, x, op, "dweight");

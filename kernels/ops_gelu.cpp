@@ -12,25 +12,10 @@
 
 namespace sdp::ops {
 
-namespace {
-
-void check_float(const Tensor& t, const char* op, const char* arg) {
-  detail::expect_float(t, op, arg);
-  expect_contiguous(t, op, arg);
-}
-
-// `t` shaped and typed like `ref`.
-void check_like(const Tensor& t, const Tensor& ref, const char* op, const char* arg) {
-  detail::expect_like(t, ref, op, arg);
-  expect_shape(t, ref.shape(), op, arg);
-}
-
-}  // namespace
-
 void gelu_forward(const Tensor& x, Tensor& y) {
   constexpr const char* op = "gelu_forward";
-  check_float(x, op, "x");
-  check_like(y, x, op, "y");
+  detail::expect_float_contiguous(x, op, "x");
+  detail::expect_like_shaped(y, x, op, "y");
   switch (detail::backend_of(x, op)) {
     case detail::Backend::meta: return;
     case detail::Backend::cuda: SDP_ON_CUDA(cuda::gelu_forward(x, y)); return;
@@ -44,9 +29,9 @@ void gelu_forward(const Tensor& x, Tensor& y) {
 
 void gelu_backward_input(const Tensor& dy, const Tensor& x, Tensor& dx) {
   constexpr const char* op = "gelu_backward_input";
-  check_float(x, op, "x");
-  check_like(dy, x, op, "dy");
-  check_like(dx, x, op, "dx");
+  detail::expect_float_contiguous(x, op, "x");
+  detail::expect_like_shaped(dy, x, op, "dy");
+  detail::expect_like_shaped(dx, x, op, "dx");
   switch (detail::backend_of(x, op)) {
     case detail::Backend::meta: return;
     case detail::Backend::cuda: SDP_ON_CUDA(cuda::gelu_backward_input(dy, x, dx)); return;
@@ -60,9 +45,9 @@ void gelu_backward_input(const Tensor& dy, const Tensor& x, Tensor& dx) {
 
 void scale_per_sample(const Tensor& x, const Tensor& factors, Tensor& y) {
   constexpr const char* op = "scale_per_sample";
-  check_float(x, op, "x");
+  detail::expect_float_contiguous(x, op, "x");
   if (x.ndim() < 1) fail(op, ": x must be [B, ...], got ", x.describe());
-  check_like(y, x, op, "y");
+  detail::expect_like_shaped(y, x, op, "y");
   expect_same_device(factors, x, op);
   detail::expect_accum(factors, x.dtype(), op, "factors");
   expect_contiguous(factors, op, "factors");

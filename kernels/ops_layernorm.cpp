@@ -47,12 +47,6 @@ void check_param_grad(const Tensor& g, const Tensor& x, int64_t d, const char* o
   expect_shape(g, Shape{d}, op, arg);
 }
 
-// A tensor shaped and typed like x (y, dy, dx).
-void check_like_x(const Tensor& t, const Tensor& x, const char* op, const char* arg) {
-  detail::expect_like(t, x, op, arg);
-  expect_shape(t, x.shape(), op, arg);
-}
-
 }  // namespace
 
 void layernorm_forward(const Tensor& x, const Tensor& weight, const Tensor& bias, double eps,
@@ -61,7 +55,7 @@ void layernorm_forward(const Tensor& x, const Tensor& weight, const Tensor& bias
   const int64_t d = check_layernorm(x, mean, rstd, op);
   check_param(weight, x, d, op, "weight");
   check_param(bias, x, d, op, "bias");
-  check_like_x(y, x, op, "y");
+  detail::expect_like_shaped(y, x, op, "y");
   if (!(eps >= 0)) fail(op, ": eps must be >= 0, got ", eps);
   switch (detail::backend_of(x, op)) {
     case detail::Backend::meta: return;
@@ -84,8 +78,8 @@ void layernorm_backward_input(const Tensor& dy, const Tensor& x, const Tensor& w
   constexpr const char* op = "layernorm_backward_input";
   const int64_t d = check_layernorm(x, mean, rstd, op);
   check_param(weight, x, d, op, "weight");
-  check_like_x(dy, x, op, "dy");
-  check_like_x(dx, x, op, "dx");
+  detail::expect_like_shaped(dy, x, op, "dy");
+  detail::expect_like_shaped(dx, x, op, "dx");
   switch (detail::backend_of(x, op)) {
     case detail::Backend::meta: return;
     case detail::Backend::cuda:
@@ -105,7 +99,7 @@ void layernorm_backward_weight(const Tensor& dy, const Tensor& x, const Tensor& 
                                const Tensor& rstd, Tensor& dweight, Tensor& dbias) {
   constexpr const char* op = "layernorm_backward_weight";
   const int64_t d = check_layernorm(x, mean, rstd, op);
-  check_like_x(dy, x, op, "dy");
+  detail::expect_like_shaped(dy, x, op, "dy");
   check_param_grad(dweight, x, d, op, "dweight");
   check_param_grad(dbias, x, d, op, "dbias");
   if (dweight.raw() != nullptr && dweight.raw() == dbias.raw())

@@ -33,12 +33,6 @@ void check_weight(const Tensor& weight, const Tensor& x, int64_t d, const char* 
   expect_shape(weight, Shape{d}, op, "weight");
 }
 
-// A tensor shaped and typed like x (y, dy, dx).
-void check_like_x(const Tensor& t, const Tensor& x, const char* op, const char* arg) {
-  detail::expect_like(t, x, op, arg);
-  expect_shape(t, x.shape(), op, arg);
-}
-
 }  // namespace
 
 void rmsnorm_forward(const Tensor& x, const Tensor& weight, double eps, Tensor& y,
@@ -46,7 +40,7 @@ void rmsnorm_forward(const Tensor& x, const Tensor& weight, double eps, Tensor& 
   constexpr const char* op = "rmsnorm_forward";
   const int64_t d = check_rmsnorm(x, rstd, op);
   check_weight(weight, x, d, op);
-  check_like_x(y, x, op, "y");
+  detail::expect_like_shaped(y, x, op, "y");
   if (!(eps >= 0)) fail(op, ": eps must be >= 0, got ", eps);
   switch (detail::backend_of(x, op)) {
     case detail::Backend::meta: return;
@@ -66,8 +60,8 @@ void rmsnorm_backward_input(const Tensor& dy, const Tensor& x, const Tensor& wei
   constexpr const char* op = "rmsnorm_backward_input";
   const int64_t d = check_rmsnorm(x, rstd, op);
   check_weight(weight, x, d, op);
-  check_like_x(dy, x, op, "dy");
-  check_like_x(dx, x, op, "dx");
+  detail::expect_like_shaped(dy, x, op, "dy");
+  detail::expect_like_shaped(dx, x, op, "dx");
   switch (detail::backend_of(x, op)) {
     case detail::Backend::meta: return;
     case detail::Backend::cuda:
@@ -86,7 +80,7 @@ void rmsnorm_backward_weight(const Tensor& dy, const Tensor& x, const Tensor& rs
                              Tensor& dweight) {
   constexpr const char* op = "rmsnorm_backward_weight";
   const int64_t d = check_rmsnorm(x, rstd, op);
-  check_like_x(dy, x, op, "dy");
+  detail::expect_like_shaped(dy, x, op, "dy");
   expect_same_device(dweight, x, op);
   detail::expect_accum(dweight, x.dtype(), op, "dweight");
   expect_contiguous(dweight, op, "dweight");

@@ -40,6 +40,25 @@ inline void expect_float(const Tensor& t, const char* op, const char* arg) {
   }
 }
 
+// A float tensor (expect_float) that is contiguous.
+inline void expect_float_contiguous(const Tensor& t, const char* op, const char* arg) {
+  expect_float(t, op, arg);
+  expect_contiguous(t, op, arg);
+}
+
+// `t` of `shape`, on ref's device, in ref's dtype, contiguous.
+inline void expect_like_shaped(const Tensor& t, const Tensor& ref, const Shape& shape,
+                               const char* op, const char* arg) {
+  expect_like(t, ref, op, arg);
+  expect_shape(t, shape, op, arg);
+}
+
+// `t` shaped and typed like `ref`, contiguous.
+inline void expect_like_shaped(const Tensor& t, const Tensor& ref, const char* op,
+                               const char* arg) {
+  expect_like_shaped(t, ref, ref.shape(), op, arg);
+}
+
 // `t` must hold accum_dtype(activation): the dtype of statistics (rstd, lse,
 // losses) and of weight gradients next to activations of dtype `activation`.
 inline void expect_accum(const Tensor& t, DType activation, const char* op, const char* arg) {

@@ -17,21 +17,9 @@ namespace sdp::ops {
 
 namespace {
 
-void check_float(const Tensor& t, const char* op, const char* arg) {
-  detail::expect_float(t, op, arg);
-  expect_contiguous(t, op, arg);
-}
-
-// `t` of `shape`, on ref's device, in ref's dtype.
-void check_like(const Tensor& t, const Tensor& ref, const Shape& shape, const char* op,
-                const char* arg) {
-  detail::expect_like(t, ref, op, arg);
-  expect_shape(t, shape, op, arg);
-}
-
 // x [B, H, W, C] with at least one channel.
 void check_tokens(const Tensor& x, const char* op, const char* arg) {
-  check_float(x, op, arg);
+  detail::expect_float_contiguous(x, op, arg);
   if (x.ndim() != 4) fail(op, ": ", arg, " must be [B, H, W, C], got ", x.describe());
   if (x.size(3) < 1) fail(op, ": ", arg, " ", x.shape().str(), " has no channels");
 }
@@ -62,7 +50,7 @@ Shape check_patch_merge(const Tensor& x, const char* op, const char* arg) {
 
 // token_mean's x [B, L, C] or [B, H, W, C] with at least one token; returns L.
 int64_t check_token_mean(const Tensor& x, const char* op, const char* arg) {
-  check_float(x, op, arg);
+  detail::expect_float_contiguous(x, op, arg);
   if (x.ndim() != 3 && x.ndim() != 4)
     fail(op, ": ", arg, " must be [B, L, C] or [B, H, W, C], got ", x.describe());
   const int64_t l = x.ndim() == 3 ? x.size(1) : x.size(1) * x.size(2);
@@ -78,14 +66,14 @@ cpu::WindowGeometry geometry_of(const Tensor& x, int64_t window, int64_t shift) 
 
 void patchify(const Tensor& images, int64_t patch, Tensor& patches) {
   constexpr const char* op = "patchify";
-  check_float(images, op, "images");
+  detail::expect_float_contiguous(images, op, "images");
   if (images.ndim() != 4) fail(op, ": images must be [B, C, H, W], got ", images.describe());
   if (patch < 1) fail(op, ": patch must be >= 1, got ", patch);
   const int64_t B = images.size(0), C = images.size(1), H = images.size(2), W = images.size(3);
   if (H % patch != 0 || W % patch != 0)
     fail(op, ": images ", images.shape().str(), ": H = ", H, " and W = ", W,
          " must be multiples of the patch ", patch);
-  check_like(patches, images, Shape{B, H / patch, W / patch, C * patch * patch}, op, "patches");
+  detail::expect_like_shaped(patches, images, Shape{B, H / patch, W / patch, C * patch * patch}, op, "patches");
   detail::expect_disjoint(images, patches, op, "images", "patches");
   switch (detail::backend_of(images, op)) {
     case detail::Backend::meta: return;
@@ -101,7 +89,7 @@ void patchify(const Tensor& images, int64_t patch, Tensor& patches) {
 void window_partition(const Tensor& x, int64_t window, int64_t shift, Tensor& windows) {
   constexpr const char* op = "window_partition";
   const Shape shape = check_windows(x, window, shift, op, "x");
-  check_like(windows, x, shape, op, "windows");
+  detail::expect_like_shaped(windows, x, shape, op, "windows");
   detail::expect_disjoint(x, windows, op, "x", "windows");
   switch (detail::backend_of(x, op)) {
     case detail::Backend::meta: return;
@@ -119,7 +107,7 @@ void window_partition(const Tensor& x, int64_t window, int64_t shift, Tensor& wi
 void window_merge(const Tensor& windows, int64_t window, int64_t shift, Tensor& x) {
   constexpr const char* op = "window_merge";
   const Shape shape = check_windows(x, window, shift, op, "x");
-  check_like(windows, x, shape, op, "windows");
+  detail::expect_like_shaped(windows, x, shape, op, "windows");
   detail::expect_disjoint(windows, x, op, "windows", "x");
   switch (detail::backend_of(x, op)) {
     case detail::Backend::meta: return;
@@ -135,7 +123,7 @@ void window_merge(const Tensor& windows, int64_t window, int64_t shift, Tensor& 
 void patch_merge_forward(const Tensor& x, Tensor& y) {
   constexpr const char* op = "patch_merge_forward";
   const Shape shape = check_patch_merge(x, op, "x");
-  check_like(y, x, shape, op, "y");
+  detail::expect_like_shaped(y, x, shape, op, "y");
   detail::expect_disjoint(x, y, op, "x", "y");
   switch (detail::backend_of(x, op)) {
     case detail::Backend::meta: return;
@@ -152,7 +140,7 @@ void patch_merge_forward(const Tensor& x, Tensor& y) {
 void patch_merge_backward_input(const Tensor& dy, Tensor& dx) {
   constexpr const char* op = "patch_merge_backward_input";
   const Shape shape = check_patch_merge(dx, op, "dx");
-  check_like(dy, dx, shape, op, "dy");
+  detail::expect_like_shaped(dy, dx, shape, op, "dy");
   detail::expect_disjoint(dy, dx, op, "dy", "dx");
   switch (detail::backend_of(dx, op)) {
     case detail::Backend::meta: return;
@@ -169,7 +157,7 @@ void patch_merge_backward_input(const Tensor& dy, Tensor& dx) {
 void token_mean_forward(const Tensor& x, Tensor& y) {
   constexpr const char* op = "token_mean_forward";
   const int64_t l = check_token_mean(x, op, "x");
-  check_like(y, x, Shape{x.size(0), x.size(-1)}, op, "y");
+  detail::expect_like_shaped(y, x, Shape{x.size(0), x.size(-1)}, op, "y");
   detail::expect_disjoint(x, y, op, "x", "y");
   switch (detail::backend_of(x, op)) {
     case detail::Backend::meta: return;
@@ -185,7 +173,7 @@ void token_mean_forward(const Tensor& x, Tensor& y) {
 void token_mean_backward_input(const Tensor& dy, Tensor& dx) {
   constexpr const char* op = "token_mean_backward_input";
   const int64_t l = check_token_mean(dx, op, "dx");
-  check_like(dy, dx, Shape{dx.size(0), dx.size(-1)}, op, "dy");
+  detail::expect_like_shaped(dy, dx, Shape{dx.size(0), dx.size(-1)}, op, "dy");
   detail::expect_disjoint(dy, dx, op, "dy", "dx");
   switch (detail::backend_of(dx, op)) {
     case detail::Backend::meta: return;

@@ -37,13 +37,6 @@ cpu::WindowAttentionDims check_qkv(const Tensor& qkv, const char* op) {
   return d;
 }
 
-// `t` of `shape` like qkv (out, probs, dout, dqkv, table, mask).
-void check_like(const Tensor& t, const Tensor& qkv, const Shape& shape, const char* op,
-                const char* arg) {
-  detail::expect_like(t, qkv, op, arg);
-  expect_shape(t, shape, op, arg);
-}
-
 Shape out_shape(const cpu::WindowAttentionDims& d) {
   return {d.windows, d.tokens, d.heads, d.head_dim};
 }
@@ -109,8 +102,8 @@ void window_attention_forward(const Tensor& qkv, const Tensor& table, const Tens
   check_index(index, qkv, d, op);
   check_mask(mask, qkv, d, op);
   check_scale(scale, op);
-  check_like(out, qkv, out_shape(d), op, "out");
-  check_like(probs, qkv, probs_shape(d), op, "probs");
+  detail::expect_like_shaped(out, qkv, out_shape(d), op, "out");
+  detail::expect_like_shaped(probs, qkv, probs_shape(d), op, "probs");
   detail::expect_disjoint(qkv, out, op, "qkv", "out");
   detail::expect_disjoint(qkv, probs, op, "qkv", "probs");
   detail::expect_disjoint(out, probs, op, "out", "probs");
@@ -136,11 +129,11 @@ void window_attention_backward_input(const Tensor& dout, const Tensor& qkv, Tens
                                      Tensor* dtable) {
   constexpr const char* op = "window_attention_backward_input";
   const cpu::WindowAttentionDims d = check_qkv(qkv, op);
-  check_like(dout, qkv, out_shape(d), op, "dout");
-  check_like(probs, qkv, probs_shape(d), op, "probs");
+  detail::expect_like_shaped(dout, qkv, out_shape(d), op, "dout");
+  detail::expect_like_shaped(probs, qkv, probs_shape(d), op, "probs");
   check_index(index, qkv, d, op);
   check_scale(scale, op);
-  check_like(dqkv, qkv, qkv.shape(), op, "dqkv");
+  detail::expect_like_shaped(dqkv, qkv, qkv.shape(), op, "dqkv");
   detail::expect_disjoint(qkv, dqkv, op, "qkv", "dqkv");
   detail::expect_disjoint(dout, dqkv, op, "dout", "dqkv");
   detail::expect_disjoint(probs, dqkv, op, "probs", "dqkv");

@@ -6,14 +6,15 @@
 
 #include "kernels/cpu/blas.h"
 #include "kernels/cpu/vec_math.h"
+#include "kernels/cpu/winograd_common.h"
 
 namespace sdp::cpu {
 
 namespace {
 
+using namespace winograd_common;
+
 constexpr int64_t kPoints = 36;  // 6 x 6 transform points per tile
-// Channels (input transform) or kernels (weight transforms) side by side.
-constexpr int64_t kLanes = 16;
 // Tiles (GEMM rows) per block: few enough that V and M of the 64-channel
 // layers stay near L2 size (36 x 64 x 128 f32 = 1.2 MiB each). bench_conv
 // measured 128 faster than 512 on the 64-channel 32 x 32 layer (CPU time,
@@ -27,14 +28,6 @@ constexpr int64_t kTransformBudget = int64_t{1} << 21;
 // output channel needs more: the 256-channel layers take 227 at a time
 // (with 2^20, 113: a tenth slower in bench_conv, smaller GEMMs).
 constexpr int64_t kWeightBudget = int64_t{1} << 21;
-// Below this many elements in a loop one thread does it all.
-constexpr int64_t kParallelMin = int64_t{1} << 15;
-
-// Distance between the 36 point matrices of V, U, M, E and dU: their size
-// plus one cache line, so that power-of-two channel counts do not put a
-// tile's 36 stores into one L1 set.
-constexpr int64_t kSkew = 16;
-int64_t skewed(int64_t elems) { return elems + kSkew; }
 
 struct Plan {
   int64_t tiles_h = 1, tiles_w = 1;   // tiles per image: ceil(Ho / 4) x ceil(Wo / 4)
@@ -70,20 +63,6 @@ Plan plan_of(const Conv2dDims& d) {
   p.out_block = std::clamp(kWeightBudget / (kPoints * cin), int64_t{1},
                            std::max<int64_t>(d.out_channels, 1));
   return p;
-}
-
-// The input gradient as a forward conv: dy is its input, dx its output, the
-// kernel flipped with in and out channels swapped, padding k - 1 - p.
-Conv2dDims transposed(const Conv2dDims& d) {
-  Conv2dDims t = d;
-  t.in_channels = d.out_channels;
-  t.height = d.out_height;
-  t.width = d.out_width;
-  t.out_channels = d.in_channels;
-  t.padding = d.kernel - 1 - d.padding;
-  t.out_height = d.height;
-  t.out_width = d.width;
-  return t;
 }
 
 // Workspace: padded groups, then V [36, tiles, Cin], then U [36, out_block,
@@ -269,12 +248,6 @@ void transform_inputs(const T* x, T* pad, T* v, const Conv2dDims& d, const Plan&
     }
 }
 
-// Kernels are transformed side by side: kLanes consecutive input channels
-// of one output channel, gathered into g[tap][lane] so the arithmetic and
-// U's stores run across lanes.
-// Output channels of the transposed conv gathered per pass over 16 rows of w.
-constexpr int64_t kOutChunk = 32;
-
 // u[point][l] (points ps apart) = G g G^T of kernels g[.][l], l < n.
 template <typename T>
 [[gnu::always_inline]] inline void weight_lanes(const T (&g)[9][kLanes], int64_t n, T* u,
@@ -291,77 +264,42 @@ template <typename T>
   }
 }
 
-// U's row (u: at column i0, point 0) of kernels w[oc][i0 .. i0 + n).
-template <typename T>
-[[gnu::always_inline]] inline void weight_row(const T* w, int64_t cin, int64_t oc, int64_t i0,
-                                              int64_t n, T* u, int64_t ps) {
-  T g[9][kLanes];
-  const T* src = w + (oc * cin + i0) * 9;  // n kernels in a row
-  for (int64_t l = 0; l < n; ++l)
-    for (int t = 0; t < 9; ++t) g[t][l] = src[l * 9 + t];
-  weight_lanes(g, n, u, ps);
-}
-
-// U's rows [0, m) (u: row 0 at column i0, point 0; rows cin apart) of the
-// transposed conv: kernel (o, i) is w[i][oc + o] turned by 180 degrees, w
-// [., cd, 3, 3], each of w's rows i0 .. i0 + n read in order.
-template <typename T>
-[[gnu::always_inline]] inline void weight_rows_transposed(const T* w, int64_t cd, int64_t cin,
-                                                          int64_t oc, int64_t i0, int64_t n,
-                                                          int64_t m, T* u, int64_t ps) {
-  T g[kOutChunk][9][kLanes];
-  for (int64_t l = 0; l < n; ++l) {
-    const T* src = w + ((i0 + l) * cd + oc) * 9;
-    for (int64_t o = 0; o < m; ++o)
-      for (int t = 0; t < 9; ++t) g[o][8 - t][l] = src[o * 9 + t];
+// weight_lanes as the shared weight loops' policy.
+struct Lanes {
+  template <typename T>
+  [[gnu::always_inline]] static void run(const T (&g)[9][kLanes], int64_t n, T* u, int64_t ps) {
+    weight_lanes(g, n, u, ps);
   }
-  for (int64_t o = 0; o < m; ++o) weight_lanes(g[o], n, u + o * cin, ps);
-}
+};
 
 SDP_MULTIVERSION void weight_row_f32(const float* w, int64_t cin, int64_t oc, int64_t i0,
                                      int64_t n, float* u, int64_t ps) {
-  weight_row(w, cin, oc, i0, n, u, ps);
+  weight_row<Lanes>(w, cin, oc, i0, n, u, ps);
 }
 SDP_MULTIVERSION void weight_rows_transposed_f32(const float* w, int64_t cd, int64_t cin,
                                                  int64_t oc, int64_t i0, int64_t n, int64_t m,
                                                  float* u, int64_t ps) {
-  weight_rows_transposed(w, cd, cin, oc, i0, n, m, u, ps);
+  weight_rows_transposed<Lanes>(w, cd, cin, oc, i0, n, m, u, ps);
 }
 
-// U [36, nb, Cin] = G g G^T for output channels [o0, o0 + nb): g = w[o][i],
-// or for the transposed conv (the input gradient) w[i][o] turned by 180
-// degrees, w being the original [Cin of d = Cout, Cout of d = Cin, 3, 3].
-template <typename T>
-void transform_weights(const T* w, bool transpose, T* u, const Conv2dDims& d, int64_t o0,
-                       int64_t nb) {
-  const int64_t cin = d.in_channels, ps = skewed(nb * cin);
-  const int64_t groups = (cin + kLanes - 1) / kLanes;
-  if (!transpose) {
-#pragma omp parallel for collapse(2) schedule(static) if (kPoints * ps >= kParallelMin)
-    for (int64_t o = 0; o < nb; ++o)
-      for (int64_t gi = 0; gi < groups; ++gi) {
-        const int64_t i0 = gi * kLanes, n = std::min(kLanes, cin - i0);
-        T* row = u + o * cin + i0;
-        if constexpr (std::is_same_v<T, float>)
-          weight_row_f32(w, cin, o0 + o, i0, n, row, ps);
-        else
-          weight_row(w, cin, o0 + o, i0, n, row, ps);
-      }
-  } else {
-    const int64_t chunks = (nb + kOutChunk - 1) / kOutChunk;
-#pragma omp parallel for collapse(2) schedule(static) if (kPoints * ps >= kParallelMin)
-    for (int64_t gi = 0; gi < groups; ++gi)
-      for (int64_t ci = 0; ci < chunks; ++ci) {
-        const int64_t i0 = gi * kLanes, n = std::min(kLanes, cin - i0);
-        const int64_t o = ci * kOutChunk, m = std::min(kOutChunk, nb - o);
-        T* rows = u + o * cin + i0;
-        if constexpr (std::is_same_v<T, float>)
-          weight_rows_transposed_f32(w, d.out_channels, cin, o0 + o, i0, n, m, rows, ps);
-        else
-          weight_rows_transposed(w, d.out_channels, cin, o0 + o, i0, n, m, rows, ps);
-      }
+// The rows for transform_weights: f32 through the multiversioned copies.
+struct Rows {
+  template <typename T>
+  static void row(const T* w, int64_t cin, int64_t oc, int64_t i0, int64_t n, T* u, int64_t ps) {
+    if constexpr (std::is_same_v<T, float>)
+      weight_row_f32(w, cin, oc, i0, n, u, ps);
+    else
+      weight_row<Lanes>(w, cin, oc, i0, n, u, ps);
   }
-}
+  template <typename T>
+  static void rows_transposed(const T* w, int64_t cd, int64_t cin, int64_t oc, int64_t i0,
+                              int64_t n, int64_t m, T* u, int64_t ps) {
+    if constexpr (std::is_same_v<T, float>)
+      weight_rows_transposed_f32(w, cd, cin, oc, i0, n, m, u, ps);
+    else
+      weight_rows_transposed<Lanes>(w, cd, cin, oc, i0, n, m, u, ps);
+  }
+};
 
 // The block's tiles of one image, output channels [o0, o0 + n) (m: at
 // point 0, the image's first tile, channel o0; points ps apart, tiles nb)
@@ -572,23 +510,17 @@ SDP_MULTIVERSION void weight_gradient_lanes_f32(const float* du, int64_t ps, int
   weight_gradient_lanes(du, ps, n, dw);
 }
 
-// dw [o0 .. o0 + nb, Cin, 3, 3] += G^T dU G, dU [36, nb, Cin].
-template <typename T>
-void add_weight_gradients(const T* du, T* dw, const Conv2dDims& d, int64_t o0, int64_t nb) {
-  const int64_t cin = d.in_channels, ps = skewed(nb * cin);
-  const int64_t groups = (cin + kLanes - 1) / kLanes;
-#pragma omp parallel for collapse(2) schedule(static) if (kPoints * ps >= kParallelMin)
-  for (int64_t o = 0; o < nb; ++o)
-    for (int64_t gi = 0; gi < groups; ++gi) {
-      const int64_t i0 = gi * kLanes, n = std::min(kLanes, cin - i0);
-      const T* src = du + o * cin + i0;
-      T* out = dw + ((o0 + o) * cin + i0) * 9;
-      if constexpr (std::is_same_v<T, float>)
-        weight_gradient_lanes_f32(src, ps, n, out);
-      else
-        weight_gradient_lanes(src, ps, n, out);
-    }
-}
+// The weight gradient's lanes for add_weight_gradients: f32 through the
+// multiversioned copy.
+struct GradientLanes {
+  template <typename T>
+  static void add(const T* du, int64_t ps, int64_t n, T* dw) {
+    if constexpr (std::is_same_v<T, float>)
+      weight_gradient_lanes_f32(du, ps, n, dw);
+    else
+      weight_gradient_lanes(du, ps, n, dw);
+  }
+};
 
 // The forward of d (for the input gradient: of transposed(d), transpose set).
 template <typename T>
@@ -602,13 +534,13 @@ void forward(const T* x, const T* w, bool transpose, T* y, T* workspace, const C
   T* m = u + kPoints * skewed(p.out_block * cin);
   T* og = m + kPoints * skewed(p.out_block * p.tiles());
   const bool one_weight_block = p.out_block >= cout;
-  if (one_weight_block) transform_weights(w, transpose, u, d, 0, cout);
+  if (one_weight_block) transform_weights<kPoints, Rows>(w, transpose, u, d, 0, cout);
   for_tile_blocks(d, p, [&](const TileBlock& blk) {
     const int64_t nt = blk.images * blk.rows * p.tiles_w;
     transform_inputs(x, pad, v, d, p, blk);
     for (int64_t o0 = 0; o0 < cout; o0 += p.out_block) {
       const int64_t nb = std::min(p.out_block, cout - o0);
-      if (!one_weight_block) transform_weights(w, transpose, u, d, o0, nb);
+      if (!one_weight_block) transform_weights<kPoints, Rows>(w, transpose, u, d, o0, nb);
       const int64_t u_ps = skewed(nb * cin), v_ps = skewed(cin * nt), m_ps = skewed(nb * nt);
       for (int64_t xi = 0; xi < kPoints; ++xi)
         gemm(CblasNoTrans, CblasTrans, nt, nb, cin, T(1), v + xi * v_ps, cin, u + xi * u_ps,
@@ -661,7 +593,7 @@ void winograd4_backward_weight(const T* dy, const T* x, T* dw, T* workspace,
       for (int64_t xi = 0; xi < kPoints; ++xi)
         gemm(CblasTrans, CblasNoTrans, nb, cin, nt, T(1), e + xi * e_ps, nb, v + xi * v_ps,
              cin, T(0), du + xi * du_ps, cin);
-      add_weight_gradients(du, dw, d, o0, nb);
+      add_weight_gradients<kPoints, GradientLanes>(du, dw, d, o0, nb);
     }
   });
 }

@@ -13,28 +13,12 @@
 #include "kernels/cuda/bf16_math.cuh"
 #include "kernels/cuda/cuda_check.h"
 #include "kernels/cuda/stream.h"
+#include "kernels/cuda/vec.cuh"
 
 namespace sdp::cuda {
 namespace {
 
-constexpr int kThreads = 256;
-constexpr int64_t kMaxBlocks = 8192;
-
-// K consecutive elements moved by one load or store (16 bytes when packed).
-template <typename T, int K>
-struct alignas(sizeof(T) * K) Vec {
-  T v[K];
-};
-
-template <typename T>
-constexpr int kPack = static_cast<int>(16 / sizeof(T));
-
-__device__ __forceinline__ int64_t first_index() {
-  return static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
-}
-__device__ __forceinline__ int64_t grid_stride() {
-  return static_cast<int64_t>(gridDim.x) * blockDim.x;
-}
+using namespace vec;
 
 template <typename T>
 __device__ __forceinline__ T relu(T v) {
@@ -42,45 +26,21 @@ __device__ __forceinline__ T relu(T v) {
 }
 
 // ---- ReLU ---------------------------------------------------------------------
-// Packs [0, n / K), then the n % K < K elements left over, one per thread of
-// the first warp. y may alias x: each element is read before the same
-// thread writes it.
-template <typename T, int K>
-__global__ void relu_forward_kernel(const T* x, T* y, int64_t n) {
-  using V = Vec<T, K>;
-  const int64_t packs = n / K;
-  const V* xv = reinterpret_cast<const V*>(x);
-  V* yv = reinterpret_cast<V*>(y);
-  for (int64_t i = first_index(); i < packs; i += grid_stride()) {
-    const V v = xv[i];
-    V out;
-#pragma unroll
-    for (int j = 0; j < K; ++j) out.v[j] = relu(v.v[j]);
-    yv[i] = out;
+// y = relu(x), in T (exact: a sign test and a copy).
+struct ReluOp {
+  template <typename T>
+  __device__ __forceinline__ T operator()(T x) const {
+    return relu(x);
   }
-  const int64_t rest = packs * K + first_index();
-  if (rest < n) y[rest] = relu(x[rest]);
-}
+};
 
-// dx = dy where y > 0, else 0; dx may alias dy (read before written, by one thread).
-template <typename T, int K>
-__global__ void relu_backward_input_kernel(const T* dy, const T* y, T* dx, int64_t n) {
-  using V = Vec<T, K>;
-  const int64_t packs = n / K;
-  const V* dyv = reinterpret_cast<const V*>(dy);
-  const V* yv = reinterpret_cast<const V*>(y);
-  V* dxv = reinterpret_cast<V*>(dx);
-  const T zero = from_f32<T>(0.0f);
-  for (int64_t i = first_index(); i < packs; i += grid_stride()) {
-    const V g = dyv[i], v = yv[i];
-    V out;
-#pragma unroll
-    for (int j = 0; j < K; ++j) out.v[j] = to_f32(v.v[j]) > 0.0f ? g.v[j] : zero;
-    dxv[i] = out;
+// dx = dy where y > 0, else 0 (map2 over dy, y; dx may alias dy).
+struct ReluGradOp {
+  template <typename T>
+  __device__ __forceinline__ T operator()(T dy, T y) const {
+    return to_f32(y) > 0.0f ? dy : from_f32<T>(0.0f);
   }
-  const int64_t rest = packs * K + first_index();
-  if (rest < n) dx[rest] = to_f32(y[rest]) > 0.0f ? dy[rest] : zero;
-}
+};
 
 // ---- global average pooling ------------------------------------------------------
 constexpr int kPoolWarps = kThreads / 32;
@@ -161,12 +121,6 @@ __global__ void bias_backward_weight_kernel(const T* dy, float* dbias, int64_t r
   }
 }
 
-bool aligned16(const void* p) { return reinterpret_cast<uintptr_t>(p) % 16 == 0; }
-
-int blocks_for(int64_t items) {
-  return static_cast<int>(std::clamp<int64_t>((items + kThreads - 1) / kThreads, 1, kMaxBlocks));
-}
-
 // [rows, last] reading of a tensor whose last dimension is `last`.
 int64_t rows_of(const Tensor& t, int64_t last) { return last == 0 ? 0 : t.numel() / last; }
 
@@ -177,15 +131,8 @@ void relu_forward(const Tensor& x, Tensor& y) {
   if (n == 0) return;
   on_cuda_float(x.dtype(), "relu_forward", [&](auto tag) {
     using T = decltype(tag);
-    constexpr int K = kPack<T>;
-    const T* px = device_ptr<T>(x);
-    T* py = device_ptr<T>(y);
-    cudaStream_t stream = compute_stream();
-    if (aligned16(px) && aligned16(py))
-      relu_forward_kernel<T, K><<<blocks_for(n / K + 1), kThreads, 0, stream>>>(px, py, n);
-    else
-      relu_forward_kernel<T, 1><<<blocks_for(n), kThreads, 0, stream>>>(px, py, n);
-    SDP_CUDA_LAUNCH_CHECK("relu_forward_kernel");
+    launch_map(device_ptr<T>(x), device_ptr<T>(y), n, ReluOp{}, compute_stream());
+    SDP_CUDA_LAUNCH_CHECK("relu_forward");
   });
 }
 
@@ -194,17 +141,9 @@ void relu_backward_input(const Tensor& dy, const Tensor& y, Tensor& dx) {
   if (n == 0) return;
   on_cuda_float(dy.dtype(), "relu_backward_input", [&](auto tag) {
     using T = decltype(tag);
-    constexpr int K = kPack<T>;
-    const T* pdy = device_ptr<T>(dy);
-    const T* py = device_ptr<T>(y);
-    T* pdx = device_ptr<T>(dx);
-    cudaStream_t stream = compute_stream();
-    if (aligned16(pdy) && aligned16(py) && aligned16(pdx))
-      relu_backward_input_kernel<T, K>
-          <<<blocks_for(n / K + 1), kThreads, 0, stream>>>(pdy, py, pdx, n);
-    else
-      relu_backward_input_kernel<T, 1><<<blocks_for(n), kThreads, 0, stream>>>(pdy, py, pdx, n);
-    SDP_CUDA_LAUNCH_CHECK("relu_backward_input_kernel");
+    launch_map2(device_ptr<T>(dy), device_ptr<T>(y), device_ptr<T>(dx), n, ReluGradOp{},
+                compute_stream());
+    SDP_CUDA_LAUNCH_CHECK("relu_backward_input");
   });
 }
 

@@ -22,17 +22,16 @@
 #include "kernels/cuda/block_reduce.cuh"
 #include "kernels/cuda/cuda_check.h"
 #include "kernels/cuda/stream.h"
-#include "kernels/cuda/swin_common.cuh"
+#include "kernels/cuda/vec.cuh"
 
 namespace sdp::cuda {
 namespace {
 
-using swin_detail::aligned16;
-using swin_detail::kPack;
-using swin_detail::Vec;
-
-constexpr int64_t kMaxRowBlocks = int64_t{1} << 20;  // rows beyond: grid-stride
-constexpr int kMaxRowThreads = 512;
+using vec::aligned16;
+using vec::kPack;
+using vec::row_blocks;
+using vec::row_threads;
+using vec::Vec;
 
 // x, y [n, d], weight, bias [d], mean, rstd [n]; K elements per load (d % K == 0).
 template <typename T, int K>
@@ -165,12 +164,6 @@ __global__ void __launch_bounds__(kWeightThreads)
     dbias[col] += tb;
   }
 }
-
-// Whole warps, one per 32 work items of a row, at most kMaxRowThreads.
-int row_threads(int64_t units) {
-  return static_cast<int>(std::clamp<int64_t>((units + 31) / 32 * 32, 32, kMaxRowThreads));
-}
-int row_blocks(int64_t rows) { return static_cast<int>(std::min(rows, kMaxRowBlocks)); }
 
 int64_t rows_of(const Tensor& x) {
   const int64_t d = x.size(-1);

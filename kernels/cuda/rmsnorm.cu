@@ -14,22 +14,16 @@
 #include "kernels/cuda/block_reduce.cuh"
 #include "kernels/cuda/cuda_check.h"
 #include "kernels/cuda/stream.h"
+#include "kernels/cuda/vec.cuh"
 
 namespace sdp::cuda {
 namespace {
 
-constexpr int64_t kMaxRowBlocks = int64_t{1} << 20;  // rows beyond: grid-stride
-constexpr int kMaxRowThreads = 512;
-
-// K consecutive elements moved by one load or store (16 bytes when packed).
-template <typename T, int K>
-struct alignas(sizeof(T) * K) Vec {
-  T v[K];
-};
-
-// Elements per 16-byte pack.
-template <typename T>
-constexpr int kPack = static_cast<int>(16 / sizeof(T));
+using vec::aligned16;
+using vec::kPack;
+using vec::row_blocks;
+using vec::row_threads;
+using vec::Vec;
 
 // x, y [n, d], weight [d], rstd [n]; K elements per load (d % K == 0).
 template <typename T, int K>
@@ -125,14 +119,6 @@ __global__ void rmsnorm_backward_weight_kernel(const T* dy, const T* x, const fl
     atomicAdd(dweight + col, total);
   }
 }
-
-bool aligned16(const void* p) { return reinterpret_cast<uintptr_t>(p) % 16 == 0; }
-
-// Whole warps, one per 32 work items of a row, at most kMaxRowThreads.
-int row_threads(int64_t units) {
-  return static_cast<int>(std::clamp<int64_t>((units + 31) / 32 * 32, 32, kMaxRowThreads));
-}
-int row_blocks(int64_t rows) { return static_cast<int>(std::min(rows, kMaxRowBlocks)); }
 
 }  // namespace
 

@@ -14,12 +14,12 @@
 #include "kernels/cuda/bf16_math.cuh"
 #include "kernels/cuda/cuda_check.h"
 #include "kernels/cuda/stream.h"
-#include "kernels/cuda/swin_common.cuh"
+#include "kernels/cuda/vec.cuh"
 
 namespace sdp::cuda {
 namespace {
 
-using namespace swin_detail;
+using namespace vec;
 
 // images [B, C, H, W] -> patches [B, H/p, W/p, C p p], element by element:
 // patch element (ch, r, c) of patch (i, j) is pixel (i p + r, j p + c).
