@@ -504,4 +504,12 @@ int64_t ParameterSet::materialized_numel() const {
   return n;
 }
 
+void ParameterSet::report_trained(const std::vector<int>& ids, const GradsReady& ready) const {
+  if (!ready) return;
+  std::vector<int> trained;
+  for (int id : ids)
+    if (id >= 0 && is_trained(id)) trained.push_back(id);
+  if (!trained.empty()) ready(trained);
+}
+
 }  // namespace sdp

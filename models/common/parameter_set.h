@@ -51,6 +51,7 @@
 #include <vector>
 
 #include "engine/core/tensor.h"
+#include "models/common/grads_ready.h"
 #include "models/common/shard_level.h"
 
 namespace sdp {
@@ -176,6 +177,10 @@ class ParameterSet {
   bool is_materialized(int id) const { return group_decl(decl(id).group).materialized; }
   // Whether this rank computes the parameter's gradient.
   bool is_trained(int id) const { return group_decl(decl(id).group).trained; }
+  // Tells `ready` (when set), in one call, that the gradients of the trained
+  // parameters among `ids` are final; negative ids (absent parameters) and
+  // untrained ones are left out, and nothing is called when none remain.
+  void report_trained(const std::vector<int>& ids, const GradsReady& ready) const;
   // Whether group g keeps gradients, master values and AdamW state here:
   // the trained groups, and a held but untrained group that is sharded (its
   // shard's state, filled by the owners' gradients: backward masking with

@@ -139,11 +139,7 @@ void Trunk::release_user(TrunkContext& ctx, size_t entry) const {
 }
 
 void Trunk::report(const TrunkBlock& block, const GradsReady& ready) const {
-  if (!ready) return;
-  std::vector<int> trained;
-  for (int id : block.param_ids())
-    if (id >= 0 && params_.is_trained(id)) trained.push_back(id);
-  if (!trained.empty()) ready(trained);
+  params_.report_trained(block.param_ids(), ready);
 }
 
 }  // namespace sdp

@@ -341,19 +341,6 @@ const Tensor& LlamaModel::stage_output(int micro_batch) const {
   return it->second.trunk.output();
 }
 
-namespace {
-
-// The trained parameters among `ids`, reported to `ready` when it is set.
-void report_trained(const ParameterSet& p, std::initializer_list<int> ids, const GradsReady& ready) {
-  if (!ready) return;
-  std::vector<int> trained;
-  for (int id : ids)
-    if (id >= 0 && p.is_trained(id)) trained.push_back(id);
-  if (!trained.empty()) ready(trained);
-}
-
-}  // namespace
-
 void LlamaModel::backward(double loss_scale, bool split_weight_grads, const GradsReady& ready,
                           int micro_batch) {
   check_whole("backward()");
@@ -399,7 +386,7 @@ OwnedTensor LlamaModel::backward_stage(OwnedTensor output_grad, double loss_scal
     dh = OwnedTensor();
     m.head.reset();
     // A tied head's gradient is final only after the embedding's part.
-    report_trained(params_, {final_norm_, config_.tie_embeddings ? -1 : head_}, ready);
+    params_.report_trained({final_norm_, config_.tie_embeddings ? -1 : head_}, ready);
     dx.view = dx->view({shape.batch, shape.seq, D});  // [B, T, D], as the stream
   } else {
     SDP_CHECK(output_grad, "backward_stage: stage ", stage_.describe(config_.n_layers),
@@ -416,7 +403,7 @@ OwnedTensor LlamaModel::backward_stage(OwnedTensor output_grad, double loss_scal
       Tensor d_embed = params_.grad(embed_);
       ops::embedding_backward_weight(m.tokens.view({N}), dx->view({N, D}), d_embed);
     }
-    report_trained(params_, {embed_}, ready);
+    params_.report_trained({embed_}, ready);
     dx = OwnedTensor();
   }
   if (!split_weight_grads) in_flight_.erase(it);

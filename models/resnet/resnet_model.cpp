@@ -392,14 +392,6 @@ const Tensor& ResNetModel::stage_output(int micro_batch) const {
   return it->second.trunk.output();
 }
 
-void ResNetModel::report(const std::vector<int>& ids, const GradsReady& ready) const {
-  if (!ready) return;
-  std::vector<int> trained;
-  for (int id : ids)
-    if (id >= 0 && params_.is_trained(id)) trained.push_back(id);
-  if (!trained.empty()) ready(trained);
-}
-
 void ResNetModel::backward(double loss_scale, bool split_weight_grads, const GradsReady& ready,
                            int micro_batch) {
   check_whole("backward()");
@@ -434,7 +426,7 @@ OwnedTensor ResNetModel::backward_stage(OwnedTensor output_grad, double loss_sca
       ops::linear_backward_weight(*h.logits, *h.pooled, dw);
       ops::bias_backward_weight(*h.logits, db);
     }
-    report({fc_weight_, fc_bias_}, ready);
+    params_.report_trained({fc_weight_, fc_bias_}, ready);
     m.head.reset();
     dh = OwnedTensor(alloc, m.trunk.output().shape(), dtype_, kSaved);  // [B, C, h, w]
     ops::global_avg_pool_backward_input(*dpooled, *dh);
@@ -464,7 +456,7 @@ OwnedTensor ResNetModel::backward_stage(OwnedTensor output_grad, double loss_sca
       Tensor dw = params_.grad(stem_conv_);
       layers::conv_backward_weight(*dh, stem.images, {3, 1, 1}, dw, alloc);
     }
-    report({stem_conv_, stem_bn_.weight, stem_bn_.bias}, ready);
+    params_.report_trained({stem_conv_, stem_bn_.weight, stem_bn_.bias}, ready);
     m.stem.reset();
     dh = OwnedTensor();
     trunk_->release_input(m.trunk);

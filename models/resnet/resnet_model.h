@@ -133,7 +133,6 @@ class ResNetModel final : public Model {
   double run_stage(const Tensor& images, const Tensor& labels, OwnedTensor received, bool train,
                    int micro_batch);
   void check_whole(const char* call) const;
-  void report(const std::vector<int>& ids, const GradsReady& ready) const;
   void check_site(int site) const;
 
   ResNetConfig config_;

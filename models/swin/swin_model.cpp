@@ -542,14 +542,6 @@ const Tensor& SwinModel::stage_output(int micro_batch) const {
   return it->second.trunk.output();
 }
 
-void SwinModel::report(const std::vector<int>& ids, const GradsReady& ready) const {
-  if (!ready) return;
-  std::vector<int> trained;
-  for (int id : ids)
-    if (id >= 0 && params_.is_trained(id)) trained.push_back(id);
-  if (!trained.empty()) ready(trained);
-}
-
 void SwinModel::backward(double loss_scale, bool split_weight_grads, const GradsReady& ready,
                          int micro_batch) {
   check_whole("backward()");
@@ -594,7 +586,7 @@ OwnedTensor SwinModel::backward_stage(OwnedTensor output_grad, double loss_scale
       Tensor dnw = params_.grad(norm_weight_), dnb = params_.grad(norm_bias_);
       ops::layernorm_backward_weight(*dnormed, out, *h.mean, *h.rstd, dnw, dnb);
     }
-    report({norm_weight_, norm_bias_, head_weight_, head_bias_}, ready);
+    params_.report_trained({norm_weight_, norm_bias_, head_weight_, head_bias_}, ready);
     m.head.reset();
   } else {
     SDP_CHECK(output_grad, "backward_stage: stage ", stage_.describe(L),
@@ -629,7 +621,8 @@ OwnedTensor SwinModel::backward_stage(OwnedTensor output_grad, double loss_scale
       ops::linear_backward_weight(de2, es.patches->view({B * R * R, cpp}), dw);
       ops::bias_backward_weight(de2, db);
     }
-    report({embed_weight_, embed_bias_, embed_norm_weight_, embed_norm_bias_}, ready);
+    params_.report_trained({embed_weight_, embed_bias_, embed_norm_weight_, embed_norm_bias_},
+                           ready);
     m.embed.reset();
     dh = OwnedTensor();
   }

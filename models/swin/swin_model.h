@@ -133,7 +133,6 @@ class SwinModel final : public Model {
   DropPathKey key_for(int micro_batch, bool train) const;
   void check_whole(const char* call) const;
   void check_site(int site) const;
-  void report(const std::vector<int>& ids, const GradsReady& ready) const;
 
   SwinConfig config_;
   ModelLayout layout_;
