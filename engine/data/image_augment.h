@@ -11,7 +11,8 @@
 // normalization acts on each pixel alone: a black padding pixel becomes the
 // normalized value of raw 0, (0 - mean) / std per channel (`fill` below), as
 // with torchvision's RandomCrop(padding=4) before Normalize. Synthetic images
-// are generated normalized and pad with 0, their mean.
+// are generated normalized and pad with black too, -2 in every channel
+// (synthetic_images.h says why not their mean, 0).
 //
 // Draws are counter-based: the crop and flip of an image depend only on
 // (augment key, image index), and the key on (seed, epoch), so they do not

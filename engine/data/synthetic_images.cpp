@@ -67,7 +67,7 @@ SyntheticImages::SyntheticImages(SyntheticImagesConfig config, uint64_t seed, Sp
     fail("synthetic-images noise=", c.noise, " is invalid; valid: a finite number >= 0");
   if (c.shift < -1)
     fail("synthetic-images shift=", c.shift, " is invalid; valid: >= 0, or -1 for all positions");
-  zeros_.assign(static_cast<size_t>(c.shape.channels), 0.0f);
+  black_.assign(static_cast<size_t>(c.shape.channels), kPaddingValue);
   build_prototypes();
   set_available(split == Split::train ? c.train_size : c.val_size);
 }
