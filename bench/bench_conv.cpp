@@ -1,8 +1,10 @@
 // Times the CPU conv2d (forward, backward input, backward weight) on the 3x3
 // layers of a CIFAR ResNet-18, in f32; bench/torch_ref/conv_bench.py times
 // PyTorch on the same shapes and prints the same lines.
-//   bench_conv [B (32)] [iters (5)] [all]
-// "all" adds the stride-2 3x3 convs entering stages 2-4. Each time is the
+//   bench_conv [B (32)] [iters (5)] [all | CIN:COUT:SIZE:STRIDE ...]
+// "all" adds the stride-2 3x3 convs entering stages 2-4; explicit specs time
+// those 3x3 layers instead (SIZE the input's height and width), e.g. the
+// half-width layers of an N-SDP rank: 16:8:32:1 8:16:32:1. Each time is the
 // median of `iters` runs after two warm-up runs; "min" sums the fastest runs
 // of the three, "cpu" their mean process CPU time; GFLOP/s from the medians.
 // For one-thread numbers set OMP_NUM_THREADS=1 OPENBLAS_NUM_THREADS=1 (and
@@ -15,6 +17,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <ctime>
+#include <iterator>
 #include <random>
 #include <vector>
 
@@ -27,10 +30,20 @@ using namespace sdp;
 namespace {
 
 struct Layer {
-  int64_t out_channels, size, stride;  // input size; Cin = Cout / stride
+  int64_t in_channels, out_channels, size, stride;  // size: the input's height and width
 };
-const Layer kLayers[] = {{64, 32, 1}, {128, 16, 1}, {256, 8, 1}, {512, 4, 1}};
-const Layer kDownsample[] = {{128, 32, 2}, {256, 16, 2}, {512, 8, 2}};
+const Layer kLayers[] = {{64, 64, 32, 1}, {128, 128, 16, 1}, {256, 256, 8, 1}, {512, 512, 4, 1}};
+const Layer kDownsample[] = {{64, 128, 32, 2}, {128, 256, 16, 2}, {256, 512, 8, 2}};
+
+// "CIN:COUT:SIZE:STRIDE" -> a layer; false when it is not one.
+bool parse_layer(const char* text, Layer& layer) {
+  long long v[4];
+  char tail = 0;
+  if (std::sscanf(text, "%lld:%lld:%lld:%lld%c", &v[0], &v[1], &v[2], &v[3], &tail) != 4)
+    return false;
+  layer = {v[0], v[1], v[2], v[3]};
+  return v[0] >= 1 && v[1] >= 1 && v[2] >= 1 && (v[3] == 1 || v[3] == 2);
+}
 
 void fill_random(const Tensor& t, uint64_t seed, float scale) {
   std::mt19937_64 rng(seed);
@@ -62,7 +75,7 @@ double median_ms(F&& f, int iters) {
 }
 
 double bench_layer(int64_t B, const Layer& layer, int iters) {
-  const int64_t cout = layer.out_channels, cin = cout / layer.stride, size = layer.size;
+  const int64_t cout = layer.out_channels, cin = layer.in_channels, size = layer.size;
   const ops::Conv2dGeometry g{3, layer.stride, 1};
   const int64_t out = g.out_size(size);
   const Shape xs{B, cin, size, size}, ws{cout, cin, 3, 3}, ys{B, cout, out, out};
@@ -103,8 +116,22 @@ int main(int argc, char** argv) {
   const int64_t B = argc > 1 ? std::atoll(argv[1]) : 32;
   const int iters = argc > 2 ? std::atoi(argv[2]) : 5;
   const bool all = argc > 3 && std::strcmp(argv[3], "all") == 0;
+  std::vector<Layer> layers(std::begin(kLayers), std::end(kLayers));
+  if (all) layers.insert(layers.end(), std::begin(kDownsample), std::end(kDownsample));
+  if (argc > 3 && !all) {
+    layers.clear();
+    for (int i = 3; i < argc; ++i) {
+      Layer l{};
+      if (!parse_layer(argv[i], l)) {
+        std::fprintf(stderr, "bench_conv: layer '%s' is not CIN:COUT:SIZE:STRIDE (stride 1 or 2)\n",
+                     argv[i]);
+        return 2;
+      }
+      layers.push_back(l);
+    }
+  }
   if (B < 1 || iters < 1) {
-    std::fprintf(stderr, "usage: bench_conv [B >= 1] [iters >= 1] [all]\n");
+    std::fprintf(stderr, "usage: bench_conv [B >= 1] [iters >= 1] [all | CIN:COUT:SIZE:STRIDE ...]\n");
     return 2;
   }
   std::printf("sdp-engine conv2d, f32 cpu, %d OpenMP thread(s)\n", omp_get_max_threads());
@@ -113,9 +140,7 @@ int main(int argc, char** argv) {
     total += bench_layer(B, l, iters);
     fastest += g_min_ms;
   };
-  for (const Layer& l : kLayers) run(l);
-  if (all)
-    for (const Layer& l : kDownsample) run(l);
+  for (const Layer& l : layers) run(l);
   std::printf("sum over layers: %.1f ms (min %.1f)\n", total, fastest);
   return 0;
 }

@@ -40,8 +40,9 @@ struct ConvCase {
 //     (7 x 7 outputs: 32 images, B 40);
 //   Winograd F(4 x 4) (k 3, stride 1, outputs from 8 x 8): outputs of every
 //     size mod 4 (partial tiles of 1-3 rows or columns), several images per
-//     block with a partial last block (32 x 32: 2 images, B 11), tile rows
-//     of one image per block (95 x 94: 5 of 24 tile rows, then 4);
+//     block with a partial last block (32 x 32, 8 channels: 16 images, B 20),
+//     tile rows of one image per block (170 x 170, 5 channels: 38 of 43
+//     tile rows, then 5), a wide image in one block (95 x 94);
 //   im2col (the rest): several images per block with a partial last block
 //     (10 x 10 outputs: 5 images, B 7), output rows of one image read and
 //     written in place (32 x 33 outputs: 15 rows, 15, then 2), pointwise.
@@ -54,7 +55,8 @@ const ConvCase kCases[] = {
     {2, 3, 2, 9, 7, {5, 3, 2}},    {7, 2, 3, 20, 20, {3, 2, 1}}, {2, 2, 2, 64, 66, {3, 2, 1}},
     {2, 3, 2, 32, 33, {1, 1, 0}},
     {40, 2, 3, 7, 7, {3, 1, 1}},   {2, 3, 2, 9, 10, {3, 1, 1}}, {1, 2, 3, 13, 11, {3, 1, 0}},
-    {2, 2, 3, 9, 8, {3, 1, 2}},    {11, 8, 3, 32, 32, {3, 1, 1}}, {1, 2, 2, 95, 94, {3, 1, 1}},
+    {2, 2, 3, 9, 8, {3, 1, 2}},    {20, 8, 3, 32, 32, {3, 1, 1}}, {1, 2, 2, 95, 94, {3, 1, 1}},
+    {1, 2, 5, 170, 170, {3, 1, 1}},
 };
 
 // Small enough for finite differences (every element of x and w perturbed).

@@ -2,6 +2,9 @@
 
 #include <cmath>
 #include <cstdint>
+#include <type_traits>
+
+#include "kernels/cpu/vec_math.h"
 
 namespace sdp::cpu {
 
@@ -15,24 +18,40 @@ T* plane(T* t, const BatchNormDims& d, int64_t b, int64_t c) {
   return t + (b * d.channels + c) * d.spatial;
 }
 
-// sum over one channel of f(x) (double), image by image.
-template <typename T, typename F>
-double channel_sum(const T* t, const BatchNormDims& d, int64_t c, F f) {
+// One channel's mean and biased variance, two passes in double, image by
+// image.
+template <typename T>
+[[gnu::always_inline]] inline void moments(const T* x, const BatchNormDims& d, int64_t c,
+                                           double count, double& mean, double& var) {
   double total = 0;
   for (int64_t b = 0; b < d.batch; ++b) {
-    const T* p = plane(t, d, b, c);
+    const T* p = plane(x, d, b, c);
     double s = 0;
 #pragma omp simd reduction(+ : s)
-    for (int64_t i = 0; i < d.spatial; ++i) s += f(static_cast<double>(p[i]));
+    for (int64_t i = 0; i < d.spatial; ++i) s += static_cast<double>(p[i]);
     total += s;
   }
-  return total;
+  const double m = total / count;
+  double squares = 0;
+  for (int64_t b = 0; b < d.batch; ++b) {
+    const T* p = plane(x, d, b, c);
+    double s = 0;
+#pragma omp simd reduction(+ : s)
+    for (int64_t i = 0; i < d.spatial; ++i) {
+      const double v = static_cast<double>(p[i]) - m;
+      s += v * v;
+    }
+    squares += s;
+  }
+  mean = m;
+  var = squares / count;
 }
 
 // sum over one channel of dy and of dy (x - mean), in double.
 template <typename T>
-void dy_sums(const T* dy, const T* x, double mean, const BatchNormDims& d, int64_t c,
-             double& sum_dy, double& sum_dy_xc) {
+[[gnu::always_inline]] inline void dy_sums(const T* dy, const T* x, double mean,
+                                           const BatchNormDims& d, int64_t c, double& sum_dy,
+                                           double& sum_dy_xc) {
   sum_dy = 0;
   sum_dy_xc = 0;
   for (int64_t b = 0; b < d.batch; ++b) {
@@ -51,14 +70,84 @@ void dy_sums(const T* dy, const T* x, double mean, const BatchNormDims& d, int64
 
 // y = (x - shift) * scale + offset over one channel, in T.
 template <typename T>
-void affine_channel(const T* x, T* y, const BatchNormDims& d, int64_t c, T shift, T scale,
-                    T offset) {
+[[gnu::always_inline]] inline void affine_channel(const T* x, T* y, const BatchNormDims& d,
+                                                  int64_t c, T shift, T scale, T offset) {
   for (int64_t b = 0; b < d.batch; ++b) {
     const T* p = plane(x, d, b, c);
     T* q = plane(y, d, b, c);
 #pragma omp simd
     for (int64_t i = 0; i < d.spatial; ++i) q[i] = (p[i] - shift) * scale + offset;
   }
+}
+
+// dx = a dy - b (x - mean) - offset over one channel, in T.
+template <typename T>
+[[gnu::always_inline]] inline void input_gradient_channel(const T* dy, const T* x, T* dx,
+                                                          const BatchNormDims& d, int64_t c,
+                                                          T a, T b, T mean, T offset) {
+  for (int64_t i = 0; i < d.batch; ++i) {
+    const T* g = plane(dy, d, i, c);
+    const T* p = plane(x, d, i, c);
+    T* out = plane(dx, d, i, c);
+#pragma omp simd
+    for (int64_t j = 0; j < d.spatial; ++j) out[j] = a * g[j] - b * (p[j] - mean) - offset;
+  }
+}
+
+// The per-channel passes are memory-bound loops that f32 runs often (every
+// ResNet layer); the default x86-64 target would convert to double two
+// values at a time, so f32 also gets AVX2 and AVX-512 copies (vec_math.h).
+SDP_MULTIVERSION void moments_f32(const float* x, const BatchNormDims& d, int64_t c,
+                                  double count, double& mean, double& var) {
+  moments(x, d, c, count, mean, var);
+}
+SDP_MULTIVERSION void dy_sums_f32(const float* dy, const float* x, double mean,
+                                  const BatchNormDims& d, int64_t c, double& sum_dy,
+                                  double& sum_dy_xc) {
+  dy_sums(dy, x, mean, d, c, sum_dy, sum_dy_xc);
+}
+SDP_MULTIVERSION void affine_channel_f32(const float* x, float* y, const BatchNormDims& d,
+                                         int64_t c, float shift, float scale, float offset) {
+  affine_channel(x, y, d, c, shift, scale, offset);
+}
+SDP_MULTIVERSION void input_gradient_channel_f32(const float* dy, const float* x, float* dx,
+                                                 const BatchNormDims& d, int64_t c, float a,
+                                                 float b, float mean, float offset) {
+  input_gradient_channel(dy, x, dx, d, c, a, b, mean, offset);
+}
+
+// The passes for T: f32 through the multiversioned copies.
+template <typename T>
+void channel_moments(const T* x, const BatchNormDims& d, int64_t c, double count, double& mean,
+                     double& var) {
+  if constexpr (std::is_same_v<T, float>)
+    moments_f32(x, d, c, count, mean, var);
+  else
+    moments(x, d, c, count, mean, var);
+}
+template <typename T>
+void channel_dy_sums(const T* dy, const T* x, double mean, const BatchNormDims& d, int64_t c,
+                     double& sum_dy, double& sum_dy_xc) {
+  if constexpr (std::is_same_v<T, float>)
+    dy_sums_f32(dy, x, mean, d, c, sum_dy, sum_dy_xc);
+  else
+    dy_sums(dy, x, mean, d, c, sum_dy, sum_dy_xc);
+}
+template <typename T>
+void channel_affine(const T* x, T* y, const BatchNormDims& d, int64_t c, T shift, T scale,
+                    T offset) {
+  if constexpr (std::is_same_v<T, float>)
+    affine_channel_f32(x, y, d, c, shift, scale, offset);
+  else
+    affine_channel(x, y, d, c, shift, scale, offset);
+}
+template <typename T>
+void channel_input_gradient(const T* dy, const T* x, T* dx, const BatchNormDims& d, int64_t c,
+                            T a, T b, T mean, T offset) {
+  if constexpr (std::is_same_v<T, float>)
+    input_gradient_channel_f32(dy, x, dx, d, c, a, b, mean, offset);
+  else
+    input_gradient_channel(dy, x, dx, d, c, a, b, mean, offset);
 }
 
 bool parallel(const BatchNormDims& d) { return d.batch * d.channels * d.spatial >= kParallelMin; }
@@ -76,9 +165,8 @@ void batchnorm_forward_train(const T* x, const T* weight, const T* bias, double 
   const double unbias = n > 1 ? count / (count - 1) : 1.0;
 #pragma omp parallel for schedule(static) if (parallel(d))
   for (int64_t c = 0; c < d.channels; ++c) {
-    const double mean = channel_sum(x, d, c, [](double v) { return v; }) / count;
-    const double var =
-        channel_sum(x, d, c, [mean](double v) { return (v - mean) * (v - mean); }) / count;
+    double mean = 0, var = 0;
+    channel_moments(x, d, c, count, mean, var);
     const double invstd = 1.0 / std::sqrt(var + eps);
     save_mean[c] = static_cast<T>(mean);
     save_invstd[c] = static_cast<T>(invstd);
@@ -86,8 +174,7 @@ void batchnorm_forward_train(const T* x, const T* weight, const T* bias, double 
       running_mean[c] = static_cast<T>((1 - momentum) * running_mean[c] + momentum * mean);
       running_var[c] = static_cast<T>((1 - momentum) * running_var[c] + momentum * var * unbias);
     }
-    affine_channel(x, y, d, c, static_cast<T>(mean), static_cast<T>(invstd * weight[c]),
-                   bias[c]);
+    channel_affine(x, y, d, c, static_cast<T>(mean), static_cast<T>(invstd * weight[c]), bias[c]);
   }
 }
 
@@ -97,7 +184,7 @@ void batchnorm_forward_eval(const T* x, const T* weight, const T* bias, const T*
 #pragma omp parallel for schedule(static) if (parallel(d))
   for (int64_t c = 0; c < d.channels; ++c) {
     const double invstd = 1.0 / std::sqrt(static_cast<double>(running_var[c]) + eps);
-    affine_channel(x, y, d, c, running_mean[c], static_cast<T>(invstd * weight[c]), bias[c]);
+    channel_affine(x, y, d, c, running_mean[c], static_cast<T>(invstd * weight[c]), bias[c]);
   }
 }
 
@@ -111,7 +198,7 @@ void batchnorm_backward_input(const T* dy, const T* x, const T* weight, const T*
   for (int64_t c = 0; c < d.channels; ++c) {
     const double mean = save_mean[c], invstd = save_invstd[c];
     double sum_dy = 0, sum_dy_xc = 0;
-    dy_sums(dy, x, mean, d, c, sum_dy, sum_dy_xc);
+    channel_dy_sums(dy, x, mean, d, c, sum_dy, sum_dy_xc);
     // dx = a dy - b (x - mean) - a mean(dy), with a = weight invstd and
     // b = a invstd mean(dy xhat) = a invstd^2 mean(dy (x - mean)).
     const double a = static_cast<double>(weight[c]) * invstd;
@@ -119,14 +206,7 @@ void batchnorm_backward_input(const T* dy, const T* x, const T* weight, const T*
     const T b_t = static_cast<T>(a * invstd * invstd * sum_dy_xc / count);
     const T mean_t = static_cast<T>(mean);
     const T offset_t = static_cast<T>(a * sum_dy / count);
-    for (int64_t b = 0; b < d.batch; ++b) {
-      const T* g = plane(dy, d, b, c);
-      const T* p = plane(x, d, b, c);
-      T* out = plane(dx, d, b, c);
-#pragma omp simd
-      for (int64_t i = 0; i < d.spatial; ++i)
-        out[i] = a_t * g[i] - b_t * (p[i] - mean_t) - offset_t;
-    }
+    channel_input_gradient(dy, x, dx, d, c, a_t, b_t, mean_t, offset_t);
   }
 }
 
@@ -136,7 +216,7 @@ void batchnorm_backward_weight(const T* dy, const T* x, const T* save_mean, cons
 #pragma omp parallel for schedule(static) if (parallel(d))
   for (int64_t c = 0; c < d.channels; ++c) {
     double sum_dy = 0, sum_dy_xc = 0;
-    dy_sums(dy, x, static_cast<double>(save_mean[c]), d, c, sum_dy, sum_dy_xc);
+    channel_dy_sums(dy, x, static_cast<double>(save_mean[c]), d, c, sum_dy, sum_dy_xc);
     dweight[c] += static_cast<T>(sum_dy_xc * static_cast<double>(save_invstd[c]));
     dbias[c] += static_cast<T>(sum_dy);
   }

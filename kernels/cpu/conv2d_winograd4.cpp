@@ -5,6 +5,7 @@
 #include <type_traits>
 
 #include "kernels/cpu/blas.h"
+#include "kernels/cpu/lane_interleave.h"
 #include "kernels/cpu/vec_math.h"
 #include "kernels/cpu/winograd_common.h"
 
@@ -15,13 +16,19 @@ namespace {
 using namespace winograd_common;
 
 constexpr int64_t kPoints = 36;  // 6 x 6 transform points per tile
-// Tiles (GEMM rows) per block: few enough that V and M of the 64-channel
-// layers stay near L2 size (36 x 64 x 128 f32 = 1.2 MiB each). bench_conv
-// measured 128 faster than 512 on the 64-channel 32 x 32 layer (CPU time,
-// by a tenth to a quarter at batch 32 and 128) and no slower on the others.
-constexpr int64_t kTargetTiles = 128;
+static_assert(kInterleaveLanes == kLanes, "the interleaved rows are the transforms' lanes");
+// Tiles (GEMM rows) per block: few enough that V and M stay near L2 size
+// (36 x 64 x 128 f32 = 1.2 MiB each for the 64-channel layers), so a block
+// holds kTileChannels / channels tiles, at least kMinTiles. bench_conv
+// measured 128 tiles faster than 512 on the 64-channel 32 x 32 layer (CPU
+// time, by a tenth to a quarter at batch 32 and 128); thin layers (8 to 32
+// channels, an N-SDP rank's half-width ResNet blocks) get more tiles per
+// block instead, so each of the 36 GEMMs is large enough to amortize its
+// call and packing.
+constexpr int64_t kTileChannels = 128 * 64;
+constexpr int64_t kMinTiles = 128;
 // V [36, tiles, Cin] never holds more than this many elements (8 MiB of f32)
-// unless one tile row needs more: fewer than kTargetTiles only from 456
+// unless one tile row needs more: fewer than kMinTiles only from 456
 // channels on.
 constexpr int64_t kTransformBudget = int64_t{1} << 21;
 // U [36, out_block, Cin] never holds more than this many elements unless one
@@ -51,8 +58,10 @@ Plan plan_of(const Conv2dDims& d) {
   p.tiles_h = std::max<int64_t>((d.out_height + 3) / 4, 1);
   p.tiles_w = std::max<int64_t>((d.out_width + 3) / 4, 1);
   const int64_t cin = std::max<int64_t>(d.in_channels, 1);
+  const int64_t widest = std::max<int64_t>(cin, d.out_channels);
+  const int64_t target = std::max(kMinTiles, kTileChannels / widest);
   const int64_t tiles =
-      std::min(kTargetTiles, std::max<int64_t>(kTransformBudget / (kPoints * cin), 1));
+      std::min(target, std::max<int64_t>(kTransformBudget / (kPoints * cin), 1));
   const int64_t per_image = p.tiles_h * p.tiles_w;
   if (per_image >= tiles) {
     p.tile_rows = std::clamp(tiles / p.tiles_w, int64_t{1}, p.tiles_h);
@@ -166,10 +175,7 @@ template <typename T>
     // only the padding columns are zeroed: the input columns are all written
     std::fill(row, row + left, T(0));
     std::fill(row + left + W * kLanes, row + left + W * kLanes + right, T(0));
-    T* dst = row + left;
-    const T* src = x + ih * W;
-    for (int64_t l = 0; l < n; ++l)
-      for (int64_t iw = 0; iw < W; ++iw) dst[iw * kLanes + l] = src[l * plane + iw];
+    interleave_lanes(x + ih * W, plane, n, W, row + left);
   }
 }
 
@@ -342,16 +348,8 @@ template <typename T>
                                                    const TileBlock& blk, bool accumulate) {
   const int64_t Wo = d.out_width, plane = d.out_height * Wo, cols = 4 * p.tiles_w;
   const int64_t oh0 = 4 * blk.first_row, rows = std::min(4 * blk.rows, d.out_height - oh0);
-  for (int64_t l = 0; l < n; ++l)
-    for (int64_t r = 0; r < rows; ++r) {
-      const T* src = og + r * cols * kLanes + l;
-      T* dst = y + l * plane + (oh0 + r) * Wo;
-      if (accumulate) {
-        for (int64_t c = 0; c < Wo; ++c) dst[c] += src[c * kLanes];
-      } else {
-        for (int64_t c = 0; c < Wo; ++c) dst[c] = src[c * kLanes];
-      }
-    }
+  for (int64_t r = 0; r < rows; ++r)
+    deinterleave_lanes(og + r * cols * kLanes, n, Wo, y + (oh0 + r) * Wo, plane, accumulate);
 }
 
 template <typename T>
@@ -400,13 +398,14 @@ template <typename T>
                                                     const TileBlock& blk) {
   const int64_t Wo = d.out_width, plane = d.out_height * Wo, cols = 4 * p.tiles_w;
   const int64_t oh0 = 4 * blk.first_row, rows = std::min(4 * blk.rows, d.out_height - oh0);
-  std::fill(gg, gg + p.out_group(), T(0));
+  // Only the partial tiles' rows and columns past Ho and Wo need zeros (lanes
+  // n.. are never read).
   for (int64_t r = 0; r < rows; ++r) {
-    T* dst = gg + r * cols * kLanes;
-    const T* src = dy + (oh0 + r) * Wo;
-    for (int64_t c = 0; c < Wo; ++c)
-      for (int64_t l = 0; l < n; ++l) dst[c * kLanes + l] = src[l * plane + c];
+    T* row = gg + r * cols * kLanes;
+    interleave_lanes(dy + (oh0 + r) * Wo, plane, n, Wo, row);
+    std::fill(row + Wo * kLanes, row + cols * kLanes, T(0));
   }
+  std::fill(gg + rows * cols * kLanes, gg + p.out_group(), T(0));
 }
 
 // E = A g A^T of the block's tiles of one image, g the 4 x 4 dy tiles of
