@@ -2,13 +2,11 @@
 
 #include <algorithm>
 #include <cstdint>
-#include <type_traits>
 #include <vector>
 
 #include "kernels/cpu/blas.h"
 #include "kernels/cpu/conv2d_winograd.h"
 #include "kernels/cpu/conv2d_winograd4.h"
-#include "kernels/cpu/vec_math.h"
 
 namespace sdp::cpu {
 
@@ -58,7 +56,7 @@ Span clip(Span s, int64_t first, int64_t count) {
 // zeroes its whole block first: one memset per tap, where per-row edge loops
 // would each become a (far slower) memset call of one or two elements.
 template <typename T>
-[[gnu::always_inline]] inline void unfold_tap(const T* plane, T* dst, const Conv2dDims& d, const Tap& tap, int64_t first,
+void unfold_tap(const T* plane, T* dst, const Conv2dDims& d, const Tap& tap, int64_t first,
                 int64_t count) {
   const int64_t s = d.stride, W = d.width, Wo = d.out_width;
   const Span rows = clip(tap.rows, first, count);
@@ -79,7 +77,7 @@ template <typename T>
 // Adds src [count, Wo] (one tap over output rows [first, first + count)) back
 // into the input plane [H, W]: the transpose of unfold_tap, padding dropped.
 template <typename T>
-[[gnu::always_inline]] inline void fold_tap(const T* src, T* plane, const Conv2dDims& d, const Tap& tap, int64_t first,
+void fold_tap(const T* src, T* plane, const Conv2dDims& d, const Tap& tap, int64_t first,
               int64_t count) {
   const int64_t s = d.stride, W = d.width, Wo = d.out_width;
   const Span rows = clip(tap.rows, first, count);
@@ -110,37 +108,6 @@ void for_blocks(const Conv2dDims& d, const Conv2dBlocking& blocking, F&& f) {
               std::min(blocking.rows, d.out_height - first)});
 }
 
-// One input plane's taps -> its rows of col (dst: tap 0's, taps `cols` apart).
-template <typename T>
-[[gnu::always_inline]] inline void unfold_plane(const T* in, T* dst, int64_t cols,
-                                                const Conv2dDims& d, const Tap* taps,
-                                                int64_t ntaps, const Block& blk) {
-  for (int64_t t = 0; t < ntaps; ++t)
-    unfold_tap(in, dst + t * cols, d, taps[t], blk.first, blk.rows);
-}
-
-// The taps' rows of col (src: tap 0's) added into one input plane.
-template <typename T>
-[[gnu::always_inline]] inline void fold_plane(const T* src, T* out, int64_t cols,
-                                              const Conv2dDims& d, const Tap* taps,
-                                              int64_t ntaps, const Block& blk) {
-  for (int64_t t = 0; t < ntaps; ++t) fold_tap(src + t * cols, out, d, taps[t], blk.first, blk.rows);
-}
-
-// The strided copies (stride 2: every other input column) are gathers that
-// the default x86-64 target runs a value at a time; f32 also gets AVX2 and
-// AVX-512 copies (vec_math.h).
-SDP_MULTIVERSION void unfold_plane_f32(const float* in, float* dst, int64_t cols,
-                                       const Conv2dDims& d, const Tap* taps, int64_t ntaps,
-                                       const Block& blk) {
-  unfold_plane(in, dst, cols, d, taps, ntaps, blk);
-}
-SDP_MULTIVERSION void fold_plane_f32(const float* src, float* out, int64_t cols,
-                                     const Conv2dDims& d, const Tap* taps, int64_t ntaps,
-                                     const Block& blk) {
-  fold_plane(src, out, cols, d, taps, ntaps, blk);
-}
-
 // x's images of the block -> col [Cin k k, images rows Wo]: row (c, kh, kw),
 // column (image, output row, output column). Threads split (channel, image)
 // pairs: disjoint rows of col.
@@ -154,11 +121,9 @@ void im2col(const T* x, T* col, const Conv2dDims& d, const std::vector<Tap>& tap
   for (int64_t c = 0; c < channels; ++c)
     for (int64_t i = 0; i < blk.images; ++i) {
       const T* in = x + ((blk.image + i) * channels + c) * plane;
-      T* dst = col + c * ntaps * cols + i * block_pixels;
-      if constexpr (std::is_same_v<T, float>)
-        unfold_plane_f32(in, dst, cols, d, taps.data(), ntaps, blk);
-      else
-        unfold_plane(in, dst, cols, d, taps.data(), ntaps, blk);
+      for (int64_t t = 0; t < ntaps; ++t)
+        unfold_tap(in, col + (c * ntaps + t) * cols + i * block_pixels, d,
+                   taps[static_cast<size_t>(t)], blk.first, blk.rows);
     }
 }
 
@@ -176,11 +141,9 @@ void col2im(const T* col, T* dx, const Conv2dDims& d, const std::vector<Tap>& ta
     for (int64_t c = 0; c < channels; ++c) {
       T* out = dx + ((blk.image + i) * channels + c) * plane;
       if (zero_first) std::fill(out, out + plane, T(0));
-      const T* src = col + c * ntaps * cols + i * block_pixels;
-      if constexpr (std::is_same_v<T, float>)
-        fold_plane_f32(src, out, cols, d, taps.data(), ntaps, blk);
-      else
-        fold_plane(src, out, cols, d, taps.data(), ntaps, blk);
+      for (int64_t t = 0; t < ntaps; ++t)
+        fold_tap(col + (c * ntaps + t) * cols + i * block_pixels, out, d,
+                 taps[static_cast<size_t>(t)], blk.first, blk.rows);
     }
 }
 
