@@ -43,6 +43,11 @@ bool is_image_family(ModelFamily family) { return family != ModelFamily::llama; 
 
 bool is_image_model(const std::string& name) { return is_image_family(model_family(name)); }
 
+int64_t required_image_size(const std::string& name) {
+  if (model_family(name) != ModelFamily::swin) return 0;
+  return swin::SwinConfig::named(name).img_size;
+}
+
 double default_drop_path(const std::string& name) {
   return model_family(name) == ModelFamily::swin ? swin::SwinConfig::default_drop_path(name) : 0.0;
 }

@@ -18,6 +18,10 @@ enum class ModelFamily { llama, resnet, swin };
 // the rest read tokens.
 bool is_image_family(ModelFamily family);
 bool is_image_model(const std::string& name);
+// The square image side a named model requires (a Swin's img_size: its
+// patch grid and windows are fixed), or 0 when any size works (the ResNets
+// pool globally) or the model reads tokens.
+int64_t required_image_size(const std::string& name);
 
 // What the data tells a model that its name does not: the classes of an
 // image data set (0 = the model's default).

@@ -2,6 +2,7 @@
 
 #include "engine/core/error.h"
 #include "engine/data/image_source.h"
+#include "engine/data/synthetic_images.h"
 #include "kernels/ops.h"
 #include "models/common/tensor_staging.h"
 
@@ -107,8 +108,14 @@ class ImageBatches final : public BatchLoader {
 
 std::string resolved_data_spec(const TrainConfig& config) {
   const ModelFamily family = model_family(config.model);
-  if (is_image_family(family) && config.data == "synthetic") return "synthetic-images";
-  return config.data;
+  if (!is_image_family(family) || config.data != "synthetic") return config.data;
+  // The synthetic images' default size, unless the model needs another
+  // (swin-micro: 16 x 16).
+  const int64_t side = required_image_size(config.model);
+  const data::ImageShape fallback = data::SyntheticImagesConfig{}.shape;
+  if (side > 0 && (side != fallback.height || side != fallback.width))
+    return format("synthetic-images:height=", side, ",width=", side);
+  return "synthetic-images";
 }
 
 std::unique_ptr<BatchLoader> make_batch_loader(const TrainConfig& config, data::Split split,
