@@ -2,7 +2,6 @@
 
 #include <cmath>
 #include <cstdint>
-#include <type_traits>
 
 #include "kernels/cpu/vec_math.h"
 
@@ -21,8 +20,9 @@ T* plane(T* t, const BatchNormDims& d, int64_t b, int64_t c) {
 // One channel's mean and biased variance, two passes in double, image by
 // image.
 template <typename T>
-[[gnu::always_inline]] inline void moments(const T* x, const BatchNormDims& d, int64_t c,
-                                           double count, double& mean, double& var) {
+[[gnu::always_inline]] inline void channel_moments(const T* x, const BatchNormDims& d,
+                                                   int64_t c, double count, double& mean,
+                                                   double& var) {
   double total = 0;
   for (int64_t b = 0; b < d.batch; ++b) {
     const T* p = plane(x, d, b, c);
@@ -49,9 +49,9 @@ template <typename T>
 
 // sum over one channel of dy and of dy (x - mean), in double.
 template <typename T>
-[[gnu::always_inline]] inline void dy_sums(const T* dy, const T* x, double mean,
-                                           const BatchNormDims& d, int64_t c, double& sum_dy,
-                                           double& sum_dy_xc) {
+[[gnu::always_inline]] inline void channel_dy_sums(const T* dy, const T* x, double mean,
+                                                   const BatchNormDims& d, int64_t c,
+                                                   double& sum_dy, double& sum_dy_xc) {
   sum_dy = 0;
   sum_dy_xc = 0;
   for (int64_t b = 0; b < d.batch; ++b) {
@@ -70,7 +70,7 @@ template <typename T>
 
 // y = (x - shift) * scale + offset over one channel, in T.
 template <typename T>
-[[gnu::always_inline]] inline void affine_channel(const T* x, T* y, const BatchNormDims& d,
+[[gnu::always_inline]] inline void channel_affine(const T* x, T* y, const BatchNormDims& d,
                                                   int64_t c, T shift, T scale, T offset) {
   for (int64_t b = 0; b < d.batch; ++b) {
     const T* p = plane(x, d, b, c);
@@ -82,7 +82,7 @@ template <typename T>
 
 // dx = a dy - b (x - mean) - offset over one channel, in T.
 template <typename T>
-[[gnu::always_inline]] inline void input_gradient_channel(const T* dy, const T* x, T* dx,
+[[gnu::always_inline]] inline void channel_input_gradient(const T* dy, const T* x, T* dx,
                                                           const BatchNormDims& d, int64_t c,
                                                           T a, T b, T mean, T offset) {
   for (int64_t i = 0; i < d.batch; ++i) {
@@ -96,58 +96,25 @@ template <typename T>
 
 // The per-channel passes are memory-bound loops that f32 runs often (every
 // ResNet layer); the default x86-64 target would convert to double two
-// values at a time, so f32 also gets AVX2 and AVX-512 copies (vec_math.h).
-SDP_MULTIVERSION void moments_f32(const float* x, const BatchNormDims& d, int64_t c,
-                                  double count, double& mean, double& var) {
-  moments(x, d, c, count, mean, var);
+// values at a time, so f32 also gets AVX2 and AVX-512 copies (vec_math.h):
+// these overloads, which calls with float pointers pick over the templates.
+SDP_MULTIVERSION void channel_moments(const float* x, const BatchNormDims& d, int64_t c,
+                                      double count, double& mean, double& var) {
+  channel_moments<float>(x, d, c, count, mean, var);
 }
-SDP_MULTIVERSION void dy_sums_f32(const float* dy, const float* x, double mean,
-                                  const BatchNormDims& d, int64_t c, double& sum_dy,
-                                  double& sum_dy_xc) {
-  dy_sums(dy, x, mean, d, c, sum_dy, sum_dy_xc);
+SDP_MULTIVERSION void channel_dy_sums(const float* dy, const float* x, double mean,
+                                      const BatchNormDims& d, int64_t c, double& sum_dy,
+                                      double& sum_dy_xc) {
+  channel_dy_sums<float>(dy, x, mean, d, c, sum_dy, sum_dy_xc);
 }
-SDP_MULTIVERSION void affine_channel_f32(const float* x, float* y, const BatchNormDims& d,
-                                         int64_t c, float shift, float scale, float offset) {
-  affine_channel(x, y, d, c, shift, scale, offset);
+SDP_MULTIVERSION void channel_affine(const float* x, float* y, const BatchNormDims& d, int64_t c,
+                                     float shift, float scale, float offset) {
+  channel_affine<float>(x, y, d, c, shift, scale, offset);
 }
-SDP_MULTIVERSION void input_gradient_channel_f32(const float* dy, const float* x, float* dx,
-                                                 const BatchNormDims& d, int64_t c, float a,
-                                                 float b, float mean, float offset) {
-  input_gradient_channel(dy, x, dx, d, c, a, b, mean, offset);
-}
-
-// The passes for T: f32 through the multiversioned copies.
-template <typename T>
-void channel_moments(const T* x, const BatchNormDims& d, int64_t c, double count, double& mean,
-                     double& var) {
-  if constexpr (std::is_same_v<T, float>)
-    moments_f32(x, d, c, count, mean, var);
-  else
-    moments(x, d, c, count, mean, var);
-}
-template <typename T>
-void channel_dy_sums(const T* dy, const T* x, double mean, const BatchNormDims& d, int64_t c,
-                     double& sum_dy, double& sum_dy_xc) {
-  if constexpr (std::is_same_v<T, float>)
-    dy_sums_f32(dy, x, mean, d, c, sum_dy, sum_dy_xc);
-  else
-    dy_sums(dy, x, mean, d, c, sum_dy, sum_dy_xc);
-}
-template <typename T>
-void channel_affine(const T* x, T* y, const BatchNormDims& d, int64_t c, T shift, T scale,
-                    T offset) {
-  if constexpr (std::is_same_v<T, float>)
-    affine_channel_f32(x, y, d, c, shift, scale, offset);
-  else
-    affine_channel(x, y, d, c, shift, scale, offset);
-}
-template <typename T>
-void channel_input_gradient(const T* dy, const T* x, T* dx, const BatchNormDims& d, int64_t c,
-                            T a, T b, T mean, T offset) {
-  if constexpr (std::is_same_v<T, float>)
-    input_gradient_channel_f32(dy, x, dx, d, c, a, b, mean, offset);
-  else
-    input_gradient_channel(dy, x, dx, d, c, a, b, mean, offset);
+SDP_MULTIVERSION void channel_input_gradient(const float* dy, const float* x, float* dx,
+                                             const BatchNormDims& d, int64_t c, float a, float b,
+                                             float mean, float offset) {
+  channel_input_gradient<float>(dy, x, dx, d, c, a, b, mean, offset);
 }
 
 bool parallel(const BatchNormDims& d) { return d.batch * d.channels * d.spatial >= kParallelMin; }
