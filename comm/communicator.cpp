@@ -59,14 +59,6 @@ uint64_t stable_hash64(std::string_view s) {
   return h;
 }
 
-std::string join_ranks(const std::vector<int>& ranks) {
-  std::string out;
-  for (size_t i = 0; i < ranks.size(); ++i) {
-    if (i) out += ',';
-    out += std::to_string(ranks[i]);
-  }
-  return out;
-}
 
 // Runs `call` and adds its wall time to the waiting time of `stats`.
 template <typename Call>
@@ -277,7 +269,7 @@ std::unique_ptr<Communicator> Communicator::split(int color, int key) {
     return nullptr;
   }
   SDP_CHECK(group != nullptr, backend(), " split gave no group for color ", color);
-  group->name_ = "ranks:" + join_ranks(group->world_ranks_);
+  group->name_ = "ranks:" + rank_list(group->world_ranks_);
   return group;
 }
 
@@ -286,7 +278,7 @@ std::unique_ptr<Communicator> Communicator::subgroup(const std::vector<int>& mem
   for (size_t i = 0; i < members.size() && valid; ++i)
     valid = members[i] >= 0 && members[i] < size_ && (i == 0 || members[i - 1] < members[i]);
   if (!valid)
-    fail("subgroup of group ", name_, ": members {", join_ranks(members),
+    fail("subgroup of group ", name_, ": members {", rank_list(members),
          "} are invalid (valid: a non-empty, sorted list of distinct ranks in 0..", size_ - 1,
          ")");
   std::unique_ptr<Communicator> group = do_subgroup(members);
@@ -296,7 +288,7 @@ std::unique_ptr<Communicator> Communicator::subgroup(const std::vector<int>& mem
   if (!group) return nullptr;
   SDP_CHECK(group->size() == static_cast<int>(members.size()), backend(), " subgroup of ",
             members.size(), " members has size ", group->size());
-  group->name_ = "ranks:" + join_ranks(group->world_ranks_);
+  group->name_ = "ranks:" + rank_list(group->world_ranks_);
   return group;
 }
 
@@ -341,6 +333,23 @@ std::vector<std::string> gather_values(Communicator& comm, const std::string& va
 }
 
 }  // namespace
+
+std::string rank_list(const std::vector<int>& ranks) {
+  std::string out;
+  for (size_t i = 0; i < ranks.size();) {
+    size_t end = i + 1;  // one past the run of consecutive ranks starting at i
+    while (end < ranks.size() && ranks[end] == ranks[end - 1] + 1) ++end;
+    if (!out.empty()) out += ',';
+    out += std::to_string(ranks[i]);
+    if (end - i >= 3) {
+      out += '-' + std::to_string(ranks[end - 1]);
+      i = end;
+    } else {
+      ++i;
+    }
+  }
+  return out;
+}
 
 void require_same_on_all_ranks(Communicator& comm, const std::string& what,
                                const std::string& value, const DescribeDifference& describe) {

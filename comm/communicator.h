@@ -120,7 +120,9 @@ class Communicator {
 
   int rank() const { return rank_; }
   int size() const { return size_; }
-  // Group label used in counters and messages: "world", or "ranks:0,2,3".
+  // Group label used in counters and messages: "world", or "ranks:" and
+  // the members' world ranks as rank_list() writes them ("ranks:0,2,3",
+  // "ranks:0-15,32").
   const std::string& name() const { return name_; }
   // World ranks of the members, in group-rank order.
   const std::vector<int>& world_ranks() const { return world_ranks_; }
@@ -240,6 +242,11 @@ std::vector<int32_t> all_gather_host_words(Communicator& comm, std::span<const i
 // all_gather of a 64-bit hash of `value` (counted) on host buffers; only when
 // the hashes differ are the values themselves gathered (their lengths, then
 // the bytes), so every rank can describe the difference.
+// Ranks in their order, comma-separated, a run of three or more consecutive
+// ranks written first-last: "0,2,3", "0-15,32". Group names stay short on
+// large worlds (half of a 65,536-rank world is "0-32767", not 190 kB).
+std::string rank_list(const std::vector<int>& ranks);
+
 void require_same_on_all_ranks(Communicator& comm, const std::string& what,
                                const std::string& value,
                                const DescribeDifference& describe = describe_text_difference);

@@ -1,8 +1,20 @@
 #pragma once
-// The planner's measurements: one meta-device training step of every rank of
+// The planner's measurements: one meta-device training step of each rank of
 // a strategy, each rank emulated in this process (no MPI, no memory, no
 // arithmetic), one Trainer at a time. See docs/ARCHITECTURE.md "Measurements" for what
 // the bytes mean.
+//
+// Ranks that hold the same row of the plan at the same pipeline stage, and
+// are roots of the same storage groups (a root broadcasts its group's values
+// under backward masking; most ranks are root of none), take the same step: the same pieces of the model, the same owner-group sizes
+// (sharded buffers are padded to equal chunks, so a rank's position in its
+// group changes which chunk it keeps, not its size), and collectives of the
+// same payloads, whose ring traffic is the same for every member. So one rank
+// of each such class is measured and the others take its figures
+// (RankStep::measured_as); a cyclic plan has at most about twice as many
+// classes as components, whatever the world. PlannerJob::every_rank measures
+// every rank instead, which the tests use to hold the two equal.
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -31,10 +43,17 @@ struct RankStep {
   // Everything else the rank sends: the averaging among the stage's
   // replicas (owner groups) and the step's all-reduce of the loss.
   double replica_bytes_sent = 0;
-  nlohmann::json pipeline;  // StepResult::pipeline; null without a pipeline
-  nlohmann::json memory;   // memory_json() of the step
-  nlohmann::json comm;     // CommStats::to_json() of the step
+  // The step's JSON reports, shared by the ranks of a class (a 65,536-rank
+  // plan holds one copy of each per class, not per rank).
+  using Json = std::shared_ptr<const nlohmann::json>;
+  Json pipeline;  // StepResult::pipeline; null without a pipeline
+  Json memory;    // memory_json() of the step
+  Json comm;      // CommStats::to_json() of the step
   double seconds = 0;      // building the trainer and running the step (and its twin)
+  // The rank whose measured step this is: `rank` itself, or the first rank
+  // of its class. A copied step's comm has no "by_group" (those groups name
+  // the measured rank's owner groups, not this rank's) and seconds 0.
+  int measured_as = 0;
 };
 
 struct Summary {
@@ -63,9 +82,11 @@ struct StrategySteps {
   Summary recompute_flops() const;
   // Meta steps run for this strategy: one per rank, two with recomputation.
   int meta_steps() const;
+  int measured_ranks() const;  // ranks whose step ran: one per class, or all
 };
 
-// Runs the step of every rank of `strategy` in rank order.
+// The steps of every rank of `strategy` in rank order, one measured per class
+// (every one with job.every_rank).
 StrategySteps measure_strategy(const PlannerJob& job, const StrategyRequest& strategy);
 
 }  // namespace sdp::planner

@@ -141,6 +141,10 @@ void add_options(CLI::App& app, PlanOptions& o) {
   app.add_flag("--per-rank", o.per_rank,
                "Add each rank's peak memory and bytes sent (a rank x strategy table; csv: one "
                "row per rank)");
+  app.add_flag("--every-rank", o.every_rank,
+               "Run every rank's meta step, not one per class of ranks that hold the same plan "
+               "row at the same pipeline stage (those take the same step; this checks it, and "
+               "is slow on large worlds)");
   app.add_option("--output", o.output, "Write the report to FILE instead of stdout");
 }
 
@@ -167,6 +171,7 @@ PlannerJob resolve_job(const PlanOptions& o) {
   job.world = static_cast<int>(o.world);
   job.format = parse_format(o.format);
   job.per_rank = o.per_rank;
+  job.every_rank = o.every_rank;
   job.output = o.output;
 
   const bool language_model = model_family(o.base.model) == ModelFamily::llama;

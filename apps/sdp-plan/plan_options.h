@@ -53,6 +53,7 @@ struct PlanOptions {
   bool strategies_given = false;  // --strategies on the command line
   std::string format = "markdown";
   bool per_rank = false;
+  bool every_rank = false;  // measure every rank, not one per class (measure.h)
   std::string output;  // empty: stdout
 };
 
@@ -72,6 +73,7 @@ struct PlannerJob {
   int replicas() const { return world / static_cast<int>(base.parallel.pipeline_stages); }
   OutputFormat format = OutputFormat::markdown;
   bool per_rank = false;
+  bool every_rank = false;
   std::string output;
 };
 

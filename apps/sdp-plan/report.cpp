@@ -156,8 +156,8 @@ std::string pipeline_markdown(const std::vector<Row>& all,
   for (const Row& r : all)
     for (const RankStep& s : r.s.ranks)
       out += format("| ", r.name(), " | ", r.c(), " | ", s.rank, " | ", s.stage, " | ",
-                    s.pipeline["replica"].get<int>(), " | ",
-                    s.pipeline["blocks"].get<std::string>(), " | ", mem(s.peak_bytes), " | ",
+                    (*s.pipeline)["replica"].get<int>(), " | ",
+                    (*s.pipeline)["blocks"].get<std::string>(), " | ", mem(s.peak_bytes), " | ",
                     mem(s.activation_peak_bytes), " | ", mb(s.activation_bytes_sent), " | ",
                     mb(s.gradient_bytes_sent), " | ", mb(s.replica_bytes_sent), " |\n");
   return out;
@@ -206,8 +206,8 @@ std::string markdown(const PlanReport& rep) {
     const RankStep& top = r.s.ranks[static_cast<size_t>(r.peak.argmax)];
     out += format("| ", r.name(), " | ", r.c(), " | ", top.rank, " |");
     for (const std::string& c : cats)
-      out += " " + mem(top.memory["peak"]["at_peak"][c].get<double>()) + " |";
-    out += " " + mem(top.peak_bytes) + " | " + peak_phase(top.memory) + " |\n";
+      out += " " + mem((*top.memory)["peak"]["at_peak"][c].get<double>()) + " |";
+    out += " " + mem(top.peak_bytes) + " | " + peak_phase(*top.memory) + " |\n";
   }
 
   const std::string fl = u.flops_name;
@@ -244,9 +244,15 @@ std::string markdown(const PlanReport& rep) {
   }
   size_t steps = 0;
   for (const StrategySteps& s : rep.strategies) steps += static_cast<size_t>(s.meta_steps());
-  out += format("\n", steps, " meta steps (", rep.strategies.size(), " strategies x ",
-                rep.job.world, " ranks, and a twin without recomputation for each rank that "
-                "recomputes) in ", fixed(rep.seconds, 2), " s.\n");
+  size_t measured = 0;
+  for (const StrategySteps& s : rep.strategies) measured += static_cast<size_t>(s.measured_ranks());
+  const size_t rank_steps = rep.strategies.size() * static_cast<size_t>(rep.job.world);
+  out += format("\n", steps, " meta steps (", measured, " measured ranks of ", rank_steps, " = ",
+                rep.strategies.size(), " strategies x ", rep.job.world,
+                " ranks, one per class of ranks holding the same plan row at the same stage",
+                rep.job.every_rank ? " (--every-rank: all of them)" : "",
+                ", and a twin without recomputation for each measured rank that recomputes) in ",
+                fixed(rep.seconds, 2), " s.\n");
   return out;
 }
 
@@ -276,7 +282,7 @@ std::string csv(const PlanReport& rep) {
                   r.s.request.requested ? "true" : "false", ",", rank, ",", csv_number(peak.max),
                   ",", csv_number(peak.mean), ",", csv_number(peak.min), ",", top.rank);
     for (const std::string& c : cats)
-      out += "," + csv_number(top.memory["peak"]["at_peak"][c].get<double>());
+      out += "," + csv_number((*top.memory)["peak"]["at_peak"][c].get<double>());
     out += format(",", csv_number(1 - ratio(peak.max, ddp_peak.max)), ",", csv_number(sent.mean),
                   ",", csv_number(sent.max), ",", csv_number(sent.min), ",",
                   csv_number(ratio(sent.mean, ddp_sent.mean)), ",", csv_number(gathered.max),
@@ -330,17 +336,18 @@ std::string json(const PlanReport& rep) {
       flops.push_back(s.flops);
       recompute.push_back(s.recompute_flops);
       ranks.push_back({{"rank", s.rank},
-                       {"memory", s.memory},
-                       {"comm", s.comm},
+                       {"memory", *s.memory},
+                       {"comm", *s.comm},
                        {"flops", s.flops},
                        {"recompute_flops", s.recompute_flops},
                        {"seconds", s.seconds},
+                       {"measured_as", s.measured_as},
                        {"stage", s.stage < 0 ? nlohmann::json() : nlohmann::json(s.stage)},
                        {"activation_peak_bytes", s.activation_peak_bytes},
                        {"activation_bytes_sent", s.activation_bytes_sent},
                        {"gradient_bytes_sent", s.gradient_bytes_sent},
                        {"replica_bytes_sent", s.replica_bytes_sent},
-                       {"pipeline", s.pipeline}});
+                       {"pipeline", *s.pipeline}});
     }
     const RankStep& top = r.s.ranks[static_cast<size_t>(r.peak.argmax)];
     strategies.push_back(
@@ -358,8 +365,8 @@ std::string json(const PlanReport& rep) {
          {"masking", r.s.masking},
          {"spectral_gap", r.s.spectral_gap},
          {"peak_bytes", summary_json(r.peak, peaks)},
-         {"at_peak", top.memory["peak"]["at_peak"]},
-         {"phase_peak", top.memory["phase_peak"]},
+         {"at_peak", (*top.memory)["peak"]["at_peak"]},
+         {"phase_peak", (*top.memory)["phase_peak"]},
          {"saving_vs_ddp", r.saving},
          {"sent_bytes", summary_json(r.sent, sents)},
          {"gathered_peak_bytes", summary_json(r.s.gathered_peak(), gathered)},

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <map>
 
+#include "comm/communicator.h"
 #include "engine/checkpoint/json_file.h"
 #include "engine/core/config_limits.h"
 #include "engine/core/error.h"
@@ -82,12 +83,7 @@ SubnetPlan read_plan_file(const std::string& path, int ranks, int components) {
 
 std::string owners_name(const std::vector<int>& owners, int world) {
   if (static_cast<int>(owners.size()) == world) return "owners:all";
-  std::string s = "owners:";
-  for (size_t i = 0; i < owners.size(); ++i) {
-    if (i > 0) s += ',';
-    s += std::to_string(owners[i]);
-  }
-  return s;
+  return "owners:" + comm::rank_list(owners);
 }
 }  // namespace
 
@@ -154,26 +150,37 @@ SubnetLayout SubnetLayout::build(const std::string& model, const StrategySpec& s
     if (!spec.plan_file.empty()) {
       L.plan = read_plan_file(spec.plan_file, L.replicas, static_cast<int>(maskable.size()));
     } else if (!L.pipelined()) {
-      L.plan = SubnetPlan::build(req);
+      // Every rank (and every emulated rank of a planner job) asks for the
+      // same plan: built once per process.
+      L.plan = SubnetPlan::cached(SubnetPlan::cache_key(req), [&] { return SubnetPlan::build(req); });
     } else {
       // One plan per stage over its own components, so that every replica
       // owns its share of every stage (one plan over all of them would hand
       // a replica whole stages, leaving it idle on the others).
-      std::vector<std::vector<bool>> owns(static_cast<size_t>(L.replicas),
-                                          std::vector<bool>(maskable.size(), false));
-      for (int st = 0; st < P; ++st) {
-        std::vector<size_t> columns;
-        for (size_t k = 0; k < maskable.size(); ++k)
-          if (stage_of(comps[static_cast<size_t>(maskable[k])]) == st) columns.push_back(k);
-        if (columns.empty()) continue;
-        PlanRequest stage_req = req;
-        stage_req.components = static_cast<int>(columns.size());
-        stage_req.seed = req.seed + static_cast<uint64_t>(st);
-        const SubnetPlan stage_plan = SubnetPlan::build(stage_req);
-        for (size_t c = 0; c < columns.size(); ++c)
-          for (int d : stage_plan.owners(static_cast<int>(c))) owns[static_cast<size_t>(d)][columns[c]] = true;
+      std::vector<int> column_stage(maskable.size());
+      std::string key = SubnetPlan::cache_key(req) + ":stages:";
+      for (size_t k = 0; k < maskable.size(); ++k) {
+        column_stage[k] = stage_of(comps[static_cast<size_t>(maskable[k])]);
+        key += std::to_string(column_stage[k]) + ",";
       }
-      L.plan = SubnetPlan::from_matrix(std::move(owns));
+      L.plan = SubnetPlan::cached(key, [&] {
+        std::vector<std::vector<bool>> owns(static_cast<size_t>(L.replicas),
+                                            std::vector<bool>(maskable.size(), false));
+        for (int st = 0; st < P; ++st) {
+          std::vector<size_t> columns;
+          for (size_t k = 0; k < maskable.size(); ++k)
+            if (column_stage[k] == st) columns.push_back(k);
+          if (columns.empty()) continue;
+          PlanRequest stage_req = req;
+          stage_req.components = static_cast<int>(columns.size());
+          stage_req.seed = req.seed + static_cast<uint64_t>(st);
+          const SubnetPlan stage_plan = SubnetPlan::build(stage_req);
+          for (size_t c = 0; c < columns.size(); ++c)
+            for (int d : stage_plan.owners(static_cast<int>(c)))
+              owns[static_cast<size_t>(d)][columns[c]] = true;
+        }
+        return SubnetPlan::from_matrix(std::move(owns));
+      });
     }
   } catch (const Error& e) {
     // Every rank builds the same plan: every rank fails alike.
@@ -199,7 +206,7 @@ SubnetLayout SubnetLayout::build(const std::string& model, const StrategySpec& s
       g.name = owners_name(owners, world);
       if (key_block >= 0) g.name += "/block." + std::to_string(key_block);
       g.owners = owners;
-      const bool mine = std::find(owners.begin(), owners.end(), rank) != owners.end();
+      const bool mine = std::binary_search(owners.begin(), owners.end(), rank);
       g.trained = mine;
       g.held = mine || spec.masking == Masking::backward;
       L.groups.push_back(std::move(g));

@@ -48,7 +48,7 @@ struct StrategySpec {
 // One storage group: the components of one owner set (of one block, when
 // sharded).
 struct StorageGroup {
-  std::string name;         // "owners:all" or "owners:0,2" (sharded: "owners:0,2/block.3")
+  std::string name;         // "owners:all", "owners:0,2", "owners:0-7,12" (sharded: "owners:0,2/block.3")
   std::vector<int> owners;  // sorted world ranks
   bool held = false;        // parameters exist on this rank
   bool trained = false;     // this rank owns it: gradients, optimizer state

@@ -1,9 +1,12 @@
 #include "engine/plan/subnet_plan.h"
 
 #include <algorithm>
+#include <bit>
 #include <cmath>
 #include <cstdio>
+#include <list>
 #include <map>
+#include <mutex>
 #include <numeric>
 #include <sstream>
 
@@ -164,27 +167,57 @@ SubnetPlan SubnetPlan::from_matrix(std::vector<std::vector<bool>> owns) {
 }
 
 SubnetPlan::SubnetPlan(std::vector<std::vector<bool>> owns, double active_fraction,
-                       std::string construction, uint64_t seed)
-    : owns_(std::move(owns)),
-      active_fraction_(active_fraction),
-      construction_(std::move(construction)),
-      seed_(seed) {
-  const size_t components = owns_[0].size();
-  owners_.resize(components);
-  for (size_t k = 0; k < components; ++k)
-    for (size_t i = 0; i < owns_.size(); ++i)
-      if (owns_[i][k]) owners_[k].push_back(static_cast<int>(i));
+                       std::string construction, uint64_t seed) {
+  auto s = std::make_shared<State>();
+  s->owns = std::move(owns);
+  s->active_fraction = active_fraction;
+  s->construction = std::move(construction);
+  s->seed = seed;
+  const size_t components = s->owns[0].size();
+  s->owners.resize(components);
+  for (size_t i = 0; i < s->owns.size(); ++i)
+    for (size_t k = 0; k < components; ++k)
+      if (s->owns[i][k]) s->owners[k].push_back(static_cast<int>(i));
 
   std::map<std::vector<int>, int> index;  // ordered: set ids follow the sets' order
-  for (const auto& set : owners_) index.emplace(set, 0);
+  for (const auto& set : s->owners) index.emplace(set, 0);
   for (auto& [set, id] : index) {
-    id = static_cast<int>(owner_sets_.size());
-    owner_sets_.push_back(set);
+    id = static_cast<int>(s->owner_sets.size());
+    s->owner_sets.push_back(set);
   }
-  for (const auto& set : owners_) owner_set_of_.push_back(index.at(set));
+  for (const auto& set : s->owners) s->owner_set_of.push_back(index.at(set));
 
-  spectral_gap_ = mask_graph_spectral_gap(owns_);
-  hash_ = matrix_hash(owns_);
+  s->spectral_gap = mask_graph_spectral_gap(s->owns);
+  s->hash = matrix_hash(s->owns);
+  s_ = std::move(s);
+}
+
+std::string SubnetPlan::cache_key(const PlanRequest& q) {
+  return format("build:", plan_construction_name(q.construction), ":", q.world, ":",
+                q.components, ":", std::bit_cast<uint64_t>(q.active_fraction), ":", q.seed, ":",
+                q.owners);
+}
+
+SubnetPlan SubnetPlan::cached(const std::string& key, const std::function<SubnetPlan()>& make) {
+  // Few entries: a process plans one job at a time, and a job asks for at
+  // most one plan per strategy and pipeline stage, each many times in a row.
+  constexpr size_t kept = 8;
+  static std::mutex mutex;
+  static std::list<std::pair<std::string, SubnetPlan>> recent;  // newest first
+  {
+    const std::lock_guard<std::mutex> lock(mutex);
+    for (auto it = recent.begin(); it != recent.end(); ++it)
+      if (it->first == key) {
+        recent.splice(recent.begin(), recent, it);
+        return recent.front().second;
+      }
+  }
+  // Built outside the lock: a failing request throws here and caches nothing.
+  SubnetPlan plan = make();
+  const std::lock_guard<std::mutex> lock(mutex);
+  recent.emplace_front(key, plan);
+  if (recent.size() > kept) recent.pop_back();
+  return plan;
 }
 
 void SubnetPlan::check_rank(int rank) const {
@@ -201,18 +234,18 @@ void SubnetPlan::check_component(int component) const {
 bool SubnetPlan::owns(int rank, int component) const {
   check_rank(rank);
   check_component(component);
-  return owns_[static_cast<size_t>(rank)][static_cast<size_t>(component)];
+  return s_->owns[static_cast<size_t>(rank)][static_cast<size_t>(component)];
 }
 
 const std::vector<int>& SubnetPlan::owners(int component) const {
   check_component(component);
-  return owners_[static_cast<size_t>(component)];
+  return s_->owners[static_cast<size_t>(component)];
 }
 
 std::vector<int> SubnetPlan::owned(int rank) const {
   check_rank(rank);
   std::vector<int> out;
-  const auto& row = owns_[static_cast<size_t>(rank)];
+  const auto& row = s_->owns[static_cast<size_t>(rank)];
   for (size_t k = 0; k < row.size(); ++k)
     if (row[k]) out.push_back(static_cast<int>(k));
   return out;
@@ -220,7 +253,7 @@ std::vector<int> SubnetPlan::owned(int rank) const {
 
 int SubnetPlan::owner_set_of(int component) const {
   check_component(component);
-  return owner_set_of_[static_cast<size_t>(component)];
+  return s_->owner_set_of[static_cast<size_t>(component)];
 }
 
 std::string SubnetPlan::table(const std::vector<std::string>& component_names) const {
@@ -231,14 +264,14 @@ std::string SubnetPlan::table(const std::vector<std::string>& component_names) c
   std::vector<int> owned_count(static_cast<size_t>(n), 0);
   for (int i = 0; i < n; ++i)
     for (int c = 0; c < k; ++c)
-      owned_count[static_cast<size_t>(i)] += owns_[static_cast<size_t>(i)][static_cast<size_t>(c)];
+      owned_count[static_cast<size_t>(i)] += s_->owns[static_cast<size_t>(i)][static_cast<size_t>(c)];
   std::vector<int> owner_count;
-  for (const auto& set : owners_) owner_count.push_back(static_cast<int>(set.size()));
+  for (const auto& set : s_->owners) owner_count.push_back(static_cast<int>(set.size()));
 
   std::ostringstream os;
   os << "subnet plan: " << n << " ranks x " << k << " components, active fraction "
-     << active_fraction_ << ", " << construction_;
-  if (construction_ == "random") os << " (seed " << seed_ << ")";
+     << s_->active_fraction << ", " << s_->construction;
+  if (s_->construction == "random") os << " (seed " << s_->seed << ")";
   os << "\n";
 
   // Column header: the component index written downwards, most significant
@@ -261,7 +294,7 @@ std::string SubnetPlan::table(const std::vector<std::string>& component_names) c
     std::string id = std::to_string(i);
     os << "rank " << std::string(width - id.size(), ' ') << id << " | ";
     for (int c = 0; c < k; ++c)
-      os << (owns_[static_cast<size_t>(i)][static_cast<size_t>(c)] ? '#' : '.');
+      os << (s_->owns[static_cast<size_t>(i)][static_cast<size_t>(c)] ? '#' : '.');
     os << " | " << owned_count[static_cast<size_t>(i)] << "\n";
   }
 
@@ -273,9 +306,9 @@ std::string SubnetPlan::table(const std::vector<std::string>& component_names) c
   os << "owners per component: " << *min_owners;
   if (*max_owners != *min_owners) os << " .. " << *max_owners;
   os << " of " << n << "\n";
-  os << "owner sets: " << owner_sets_.size() << " distinct (one collective each)\n";
+  os << "owner sets: " << s_->owner_sets.size() << " distinct (one collective each)\n";
   char gap[32];
-  std::snprintf(gap, sizeof gap, "%.4f", spectral_gap_);
+  std::snprintf(gap, sizeof gap, "%.4f", s_->spectral_gap);
   os << "spectral gap: " << gap << "\n";
 
   std::vector<int> idle;
@@ -299,13 +332,13 @@ nlohmann::json SubnetPlan::to_json() const {
   nlohmann::json j;
   j["world"] = world();
   j["components"] = components();
-  j["active_fraction"] = active_fraction_;
-  j["construction"] = construction_;
-  if (construction_ == "random") j["seed"] = seed_;
+  j["active_fraction"] = s_->active_fraction;
+  j["construction"] = s_->construction;
+  if (s_->construction == "random") j["seed"] = s_->seed;
   std::vector<int> owners_per_component, owned_per_rank;
-  for (const auto& set : owners_) owners_per_component.push_back(static_cast<int>(set.size()));
+  for (const auto& set : s_->owners) owners_per_component.push_back(static_cast<int>(set.size()));
   std::vector<std::string> matrix;
-  for (const auto& row : owns_) {
+  for (const auto& row : s_->owns) {
     std::string bits;
     for (bool b : row) bits += b ? '1' : '0';
     owned_per_rank.push_back(static_cast<int>(std::count(bits.begin(), bits.end(), '1')));
@@ -313,10 +346,10 @@ nlohmann::json SubnetPlan::to_json() const {
   }
   j["owners_per_component"] = owners_per_component;
   j["owned_per_rank"] = owned_per_rank;
-  j["owner_sets"] = owner_sets_.size();
-  j["spectral_gap"] = spectral_gap_;
+  j["owner_sets"] = s_->owner_sets.size();
+  j["spectral_gap"] = s_->spectral_gap;
   char hex[17];
-  std::snprintf(hex, sizeof hex, "%016llx", static_cast<unsigned long long>(hash_));
+  std::snprintf(hex, sizeof hex, "%016llx", static_cast<unsigned long long>(s_->hash));
   j["hash"] = hex;  // a string: JSON readers may not hold 64-bit integers exactly
   j["matrix"] = matrix;
   return j;

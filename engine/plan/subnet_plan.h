@@ -20,6 +20,8 @@
 // plan, which is DDP. When r K < N some ranks own nothing and train only the
 // shared parameters; table() warns about it.
 #include <cstdint>
+#include <functional>
+#include <memory>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -53,24 +55,31 @@ class SubnetPlan {
   // component has no owner.
   static SubnetPlan from_matrix(std::vector<std::vector<bool>> owns);
 
-  int world() const { return static_cast<int>(owns_.size()); }
-  int components() const { return static_cast<int>(owners_.size()); }
+  // The plan a process built last under `key` (any text that determines the
+  // plan: the caller names everything build() reads), or make()'s, which is
+  // then kept; a few plans are kept, the oldest dropped first. Thread-safe.
+  static SubnetPlan cached(const std::string& key, const std::function<SubnetPlan()>& make);
+  // The key of build(request) for cached().
+  static std::string cache_key(const PlanRequest& request);
+
+  int world() const { return static_cast<int>(s_->owns.size()); }
+  int components() const { return static_cast<int>(s_->owners.size()); }
   // As requested for build(); the owned fraction of the matrix for from_matrix().
-  double active_fraction() const { return active_fraction_; }
+  double active_fraction() const { return s_->active_fraction; }
   // "cyclic", "random", or "matrix" for a plan given by from_matrix().
-  const std::string& construction() const { return construction_; }
+  const std::string& construction() const { return s_->construction; }
 
   bool owns(int rank, int component) const;
   const std::vector<int>& owners(int component) const;  // sorted world ranks
   std::vector<int> owned(int rank) const;               // sorted component ids
 
   // Distinct owner sets in lexicographic order; owner_set_of(k) indexes it.
-  const std::vector<std::vector<int>>& owner_sets() const { return owner_sets_; }
+  const std::vector<std::vector<int>>& owner_sets() const { return s_->owner_sets; }
   int owner_set_of(int component) const;
 
-  double spectral_gap() const { return spectral_gap_; }  // see plan/spectral_gap.h
+  double spectral_gap() const { return s_->spectral_gap; }  // see plan/spectral_gap.h
   // Of the matrix only (its shape and bits), identical in every process.
-  uint64_t hash() const { return hash_; }
+  uint64_t hash() const { return s_->hash; }
 
   // Ranks x components, '#' owned and '.' not, with each rank's owned count,
   // the owners per component, the number of owner sets and the spectral gap;
@@ -87,15 +96,18 @@ class SubnetPlan {
   void check_rank(int rank) const;
   void check_component(int component) const;
 
-  std::vector<std::vector<bool>> owns_;   // [rank][component]
-  std::vector<std::vector<int>> owners_;  // [component] -> sorted ranks
-  std::vector<std::vector<int>> owner_sets_;
-  std::vector<int> owner_set_of_;  // [component]
-  double active_fraction_ = 1.0;
-  std::string construction_;
-  uint64_t seed_ = 0;
-  double spectral_gap_ = 1.0;
-  uint64_t hash_ = 0;
+  struct State {
+    std::vector<std::vector<bool>> owns;   // [rank][component]
+    std::vector<std::vector<int>> owners;  // [component] -> sorted ranks
+    std::vector<std::vector<int>> owner_sets;
+    std::vector<int> owner_set_of;  // [component]
+    double active_fraction = 1.0;
+    std::string construction;
+    uint64_t seed = 0;
+    double spectral_gap = 1.0;
+    uint64_t hash = 0;
+  };
+  std::shared_ptr<const State> s_ = std::make_shared<const State>();
 };
 
 }  // namespace sdp
