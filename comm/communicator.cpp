@@ -351,6 +351,43 @@ std::string rank_list(const std::vector<int>& ranks) {
   return out;
 }
 
+std::vector<int> parse_rank_list(const std::string& text) {
+  std::vector<int> out;
+  const auto bad = [&] {
+    fail("rank list '", text, "' is invalid (valid: ranks and first-last runs, comma-separated, "
+         "e.g. 0,2,5-9)");
+  };
+  size_t at = 0;
+  const auto read_rank = [&] {
+    size_t used = 0;
+    int value = 0;
+    try {
+      value = std::stoi(text.substr(at), &used);
+    } catch (const std::exception&) {
+      bad();
+    }
+    if (used == 0 || value < 0 || text[at] == '+' || text[at] == '-') bad();
+    at += used;
+    return value;
+  };
+  while (at < text.size()) {
+    const int first = read_rank();
+    int last = first;
+    if (at < text.size() && text[at] == '-') {
+      ++at;
+      last = read_rank();
+      if (last < first) bad();
+    }
+    for (int r = first; r <= last; ++r) out.push_back(r);
+    if (at < text.size()) {
+      if (text[at] != ',' || at + 1 == text.size()) bad();
+      ++at;
+    }
+  }
+  if (out.empty()) bad();
+  return out;
+}
+
 void require_same_on_all_ranks(Communicator& comm, const std::string& what,
                                const std::string& value, const DescribeDifference& describe) {
   const uint64_t hash = stable_hash64(value);

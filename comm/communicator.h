@@ -12,6 +12,10 @@
 //   broadcast       S at the root, 0 elsewhere
 //   send            S            (recv: 0 sent, S received)
 // (A group of 1 sends nothing: every formula gives 0 there, broadcast too.)
+// Beside the bytes, each call counts its latency steps, the messages a ring
+// algorithm sends one after another (what a link's latency multiplies):
+//   all_reduce 2 (k - 1); reduce_scatter, all_gather, broadcast, barrier
+//   k - 1; send and recv 1 (a group of 1: 0).
 // The counters of a communicator and of every communicator split from it are
 // one shared CommStats, so a rank's totals cover all its groups.
 //
@@ -48,16 +52,20 @@ struct Traffic {
   int64_t calls = 0;
   int64_t payload_bytes = 0;  // sum of S over the calls
   double sent_bytes = 0;      // ring-formula bytes this rank sent
+  int64_t latency_steps = 0;  // sequential ring messages (the table above)
   void add(const Traffic& o) {
     calls += o.calls;
     payload_bytes += o.payload_bytes;
     sent_bytes += o.sent_bytes;
+    latency_steps += o.latency_steps;
   }
 };
 
 // Bytes a rank of a k-rank group sends for one call on an S-byte buffer
 // (the table above; `is_root` matters for broadcast only).
 double ring_sent_bytes(Op op, int group_size, int64_t payload_bytes, bool is_root = false);
+// Sequential messages of one call on a k-rank group (the table above).
+int64_t ring_latency_steps(Op op, int group_size);
 
 class CommStats {
  public:
@@ -71,13 +79,14 @@ class CommStats {
   // asynchronous ones): how long this rank waited for communication.
   void add_wait_seconds(double s) { wait_seconds_ += s; }
   double wait_seconds() const { return wait_seconds_; }
-  // {"sent_bytes", "payload_bytes", "calls", "wait_seconds", "by_op": {...},
-  //  "by_group": {...}}
+  // {"sent_bytes", "payload_bytes", "calls", "latency_steps", "wait_seconds",
+  //  "by_op": {...}, "by_group": {name: {..., "by_op": {the ops it ran}}}}
   nlohmann::json to_json() const;
 
  private:
   std::array<Traffic, kOpCount> by_op_{};
   std::map<std::string, Traffic> by_group_;
+  std::map<std::string, std::array<Traffic, kOpCount>> by_group_op_;  // the same, by op
   double wait_seconds_ = 0;
 };
 
@@ -246,6 +255,8 @@ std::vector<int32_t> all_gather_host_words(Communicator& comm, std::span<const i
 // ranks written first-last: "0,2,3", "0-15,32". Group names stay short on
 // large worlds (half of a 65,536-rank world is "0-32767", not 190 kB).
 std::string rank_list(const std::vector<int>& ranks);
+// The inverse of rank_list; fails naming the text on anything else.
+std::vector<int> parse_rank_list(const std::string& text);
 
 void require_same_on_all_ranks(Communicator& comm, const std::string& what,
                                const std::string& value,

@@ -9,10 +9,46 @@
 
 #include <CLI/CLI.hpp>
 
+#include "apps/sdp-plan/fit.h"
 #include "apps/sdp-plan/measure.h"
 #include "apps/sdp-plan/plan_options.h"
 #include "apps/sdp-plan/report.h"
+#include "engine/checkpoint/json_file.h"
 #include "engine/core/error.h"
+
+namespace {
+
+void write_text(const std::string& text, const std::string& path) {
+  if (path.empty()) {
+    std::fputs(text.c_str(), stdout);
+    return;
+  }
+  std::ofstream out(path);
+  if (!out) sdp::fail("--output: cannot write '", path, "'");
+  out << text;
+  if (!out.flush()) sdp::fail("--output: writing '", path, "' failed");
+}
+
+int run_fit(const sdp::planner::PlannerJob& job) {
+  using namespace sdp::planner;
+  const FitResult result = fit(job);
+  write_text(render_fit(job, result), job.output);
+  if (job.write_config.empty()) return 0;
+  if (result.fitting.empty())
+    sdp::fail("--write-config: no configuration fits ", job.fit_budget_bytes,
+              " bytes per rank, so none was written");
+  if (job.choose > static_cast<int>(result.fitting.size()))
+    sdp::fail("--choose = ", job.choose, " but ", result.fitting.size(),
+              " configurations fit (valid: 1 to ", result.fitting.size(), ")");
+  const FitRow& row = result.fitting[static_cast<size_t>(job.choose - 1)];
+  sdp::checkpoint::write_json_atomically(job.write_config, fit_config(job, row));
+  std::fprintf(stderr, "sdp-plan: wrote row %d (%s, C = %g) to %s\n", job.choose,
+               row.steps.label.c_str(), row.steps.request.active_fraction,
+               job.write_config.c_str());
+  return 0;
+}
+
+}  // namespace
 
 int main(int argc, char** argv) {
   using namespace sdp::planner;
@@ -31,20 +67,13 @@ int main(int argc, char** argv) {
   try {
     PlanReport report;
     report.job = resolve_job(options);
+    if (report.job.fit_budget_bytes > 0) return run_fit(report.job);
     const auto start = std::chrono::steady_clock::now();
     for (const StrategyRequest& s : report.job.strategies)
       report.strategies.push_back(measure_strategy(report.job, s));
     report.seconds =
         std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-    const std::string text = render(report);
-    if (report.job.output.empty()) {
-      std::fputs(text.c_str(), stdout);
-    } else {
-      std::ofstream out(report.job.output);
-      if (!out) sdp::fail("--output: cannot write '", report.job.output, "'");
-      out << text;
-      if (!out.flush()) sdp::fail("--output: writing '", report.job.output, "' failed");
-    }
+    write_text(render(report), report.job.output);
     return 0;
   } catch (const std::bad_alloc&) {
     // The sizes known up front (the plan's dense rank matrix) are checked

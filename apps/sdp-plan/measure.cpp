@@ -108,76 +108,166 @@ int StrategySteps::meta_steps() const {
   return measured_ranks() * (request.recompute.enabled() ? 2 : 1);
 }
 
-StrategySteps measure_strategy(const PlannerJob& job, const StrategyRequest& request) {
+namespace {
+
+// One meta step of `rank` (and its twin without recomputation).
+RankStep run_step(const PlannerJob& job, const StrategyRequest& request, int rank,
+                  const MeasureOptions& options, std::optional<SubnetLayout>* layout_out) {
   using clock = std::chrono::steady_clock;
-  StrategySteps out;
-  out.request = request;
-  std::optional<SubnetLayout> layout;                // rank 0's, once measured
-  std::unordered_map<int, std::string> roots;        // of that layout
-  // class -> index in out.ranks of its measured rank
-  std::unordered_map<std::string, size_t> measured;
-  std::unordered_map<size_t, RankStep::Json> copied_comm;  // by that index
-  for (int rank = 0; rank < job.world; ++rank) {
-    if (layout && !job.every_rank) {
-      const auto [it, added] = measured.try_emplace(step_class(*layout, roots, rank), out.ranks.size());
-      if (!added) {
-        const RankStep& first = out.ranks[it->second];
-        auto& comm = copied_comm[it->second];
-        if (!comm) comm = without_groups(*first.comm);
-        out.ranks.push_back(copied_step(first, rank, layout->replicas, comm));
-        continue;
+  const auto start = clock::now();
+  // One trainer at a time: each is a whole (meta) model, and ranks share
+  // nothing, so holding them all would only cost host memory.
+  const TrainConfig config = rank_config(job, request, rank);
+  Trainer trainer(config);
+  const StepResult step = trainer.train_step();
+  RankStep r;
+  r.rank = rank;
+  r.measured_as = rank;
+  r.memory = std::make_shared<const nlohmann::json>(step.memory);
+  r.comm = std::make_shared<const nlohmann::json>(step.comm);
+  r.pipeline = std::make_shared<const nlohmann::json>(step.pipeline);
+  r.peak_bytes = step.memory["peak"]["total"].get<double>();
+  r.sent_bytes = step.comm["sent_bytes"].get<double>();
+  r.gathered_peak_bytes = step.memory["peak"]["by_category"]["gathered"].get<double>();
+  r.flops = step.flops;
+  r.activation_peak_bytes = step.memory["peak"]["by_category"]["activation"].get<double>();
+  r.replica_bytes_sent = r.sent_bytes;
+  if (!step.pipeline.is_null()) {
+    r.stage = step.pipeline["stage"].get<int>();
+    r.activation_bytes_sent = step.pipeline["activation_bytes_sent"].get<double>();
+    r.gradient_bytes_sent = step.pipeline["gradient_bytes_sent"].get<double>();
+    // The sends to the neighbours are counted among the step's sends too.
+    r.replica_bytes_sent -= r.activation_bytes_sent + r.gradient_bytes_sent;
+  }
+  if (request.recompute.enabled() && !options.skip_recompute_twin) {
+    // The twin without recomputation: the difference is what recomputing
+    // costs (the checkpointed blocks' forwards), counted rather than modelled.
+    TrainConfig twin = config;
+    twin.parallel.activation_checkpointing = RecomputePolicy{}.name();
+    r.recompute_flops = step.flops - step_flops(twin);
+  }
+  r.seconds = std::chrono::duration<double>(clock::now() - start).count();
+  if (layout_out) *layout_out = trainer.layout();
+  return r;
+}
+
+// Components rank `rank`'s replica owns: classes that own more hold more,
+// so a budget is tested on them first.
+int owned_count(const SubnetLayout& layout, int rank) {
+  return static_cast<int>(layout.plan.owned(rank % layout.replicas).size());
+}
+
+// The estimate of every measured rank's step; the slowest sets the step.
+void estimate_time(const PlannerJob& job, StrategySteps& out) {
+  const StepTimeModel& model = job.time_model;
+  if (!job.pipelined()) {
+    for (const RankStep& r : out.ranks) {
+      if (r.measured_as != r.rank) continue;
+      const StepTimeEstimate e = estimate_step(model, r.flops, *r.comm, job.world);
+      if (e.seconds > out.step_time.seconds) {
+        out.step_time = e;
+        out.step_time_rank = r.rank;
       }
     }
-    const auto start = clock::now();
-    // One trainer at a time: each is a whole (meta) model, and ranks share
-    // nothing, so holding them all would only cost host memory.
-    const TrainConfig config = rank_config(job, request, rank);
-    Trainer trainer(config);
-    const StepResult step = trainer.train_step();
-    RankStep r;
-    r.rank = rank;
-    r.measured_as = rank;
-    r.memory = std::make_shared<const nlohmann::json>(step.memory);
-    r.comm = std::make_shared<const nlohmann::json>(step.comm);
-    r.pipeline = std::make_shared<const nlohmann::json>(step.pipeline);
-    r.peak_bytes = step.memory["peak"]["total"].get<double>();
-    r.sent_bytes = step.comm["sent_bytes"].get<double>();
-    r.gathered_peak_bytes = step.memory["peak"]["by_category"]["gathered"].get<double>();
-    r.flops = step.flops;
-    r.activation_peak_bytes = step.memory["peak"]["by_category"]["activation"].get<double>();
-    r.replica_bytes_sent = r.sent_bytes;
-    if (!step.pipeline.is_null()) {
-      r.stage = step.pipeline["stage"].get<int>();
-      r.activation_bytes_sent = step.pipeline["activation_bytes_sent"].get<double>();
-      r.gradient_bytes_sent = step.pipeline["gradient_bytes_sent"].get<double>();
-      // The sends to the neighbours are counted among the step's sends too.
-      r.replica_bytes_sent -= r.activation_bytes_sent + r.gradient_bytes_sent;
-    }
-    if (request.recompute.enabled()) {
-      // The twin without recomputation: the difference is what recomputing
-      // costs (the checkpointed blocks' forwards), counted rather than modelled.
-      TrainConfig twin = config;
-      twin.parallel.activation_checkpointing = RecomputePolicy{}.name();
-      r.recompute_flops = step.flops - step_flops(twin);
-    }
-    r.seconds = std::chrono::duration<double>(clock::now() - start).count();
-    out.ranks.push_back(std::move(r));
-    if (rank > 0) continue;
-    // The plan is the same on every rank (the trainer checks its hash).
-    const SubnetLayout& L = trainer.layout();
-    layout = L;
-    roots = roots_by_rank(L);
-    measured.emplace(step_class(L, roots, 0), 0);
-    out.description = L.spec.describe();
-    out.label = config.parallel.composition_label();
-    out.granularity = granularity_name(L.spec.granularity);
-    out.masking = masking_name(L.spec.masking);
-    out.shard = shard_level_name(config.parallel.shard_level());
-    out.activation_checkpointing = config.parallel.recompute().name();
-    out.components = L.plan.components();
-    out.owners = L.plan.components() > 0 ? static_cast<int>(L.plan.owners(0).size()) : job.replicas();
-    out.spectral_gap = L.plan.spectral_gap();
+    return;
   }
+  // The pipeline: each stage at its busiest rank, each boundary's message
+  // from the stage before it, and the replica averaging that takes longest.
+  const int P = static_cast<int>(job.base.parallel.pipeline_stages);
+  const int M = static_cast<int>(job.base.grad_accum);
+  std::vector<double> stage_flops(static_cast<size_t>(P), 0.0);
+  std::vector<int64_t> boundary(static_cast<size_t>(P - 1), 0);
+  const RankStep* slowest_replicas = nullptr;
+  double slowest = -1;
+  for (const RankStep& r : out.ranks) {
+    if (r.measured_as != r.rank) continue;
+    const auto s = static_cast<size_t>(r.stage);
+    stage_flops[s] = std::max(stage_flops[s], r.flops);
+    if (s + 1 < static_cast<size_t>(P))
+      boundary[s] = std::max(boundary[s], static_cast<int64_t>(r.activation_bytes_sent / M));
+    const double t = estimate_step(model, 0, *r.comm, job.world).comm_seconds;
+    if (t > slowest) {
+      slowest = t;
+      slowest_replicas = &r;
+    }
+  }
+  out.step_time = estimate_pipeline_step(model, stage_flops, boundary, job.base.parallel.schedule,
+                                         M, *slowest_replicas->comm, job.world);
+  out.step_time_rank = slowest_replicas->rank;
+}
+
+}  // namespace
+
+StrategySteps measure_strategy(const PlannerJob& job, const StrategyRequest& request,
+                               const MeasureOptions& options) {
+  StrategySteps out;
+  out.request = request;
+  std::optional<SubnetLayout> layout;
+  RankStep first = run_step(job, request, 0, options, &layout);
+  const SubnetLayout& L = *layout;
+  const ParallelSettings settings = rank_config(job, request, 0).parallel;
+  out.description = L.spec.describe();
+  out.label = settings.composition_label();
+  out.granularity = granularity_name(L.spec.granularity);
+  out.masking = masking_name(L.spec.masking);
+  out.shard = shard_level_name(settings.shard_level());
+  out.activation_checkpointing = settings.recompute().name();
+  out.components = L.plan.components();
+  out.owners = L.plan.components() > 0 ? static_cast<int>(L.plan.owners(0).size()) : job.replicas();
+  out.spectral_gap = L.plan.spectral_gap();
+
+  // The class of every rank (the plan is the same on every rank: the
+  // trainer checks its hash), and one representative of each.
+  const std::unordered_map<int, std::string> roots = roots_by_rank(L);
+  std::vector<int> representative(static_cast<size_t>(job.world));
+  std::vector<int> measured_ranks;  // representatives other than rank 0
+  {
+    std::unordered_map<std::string, int> first_of_class;
+    for (int rank = 0; rank < job.world; ++rank) {
+      const int rep = job.every_rank
+                          ? rank
+                          : first_of_class.try_emplace(step_class(L, roots, rank), rank).first->second;
+      representative[static_cast<size_t>(rank)] = rep;
+      if (rep == rank && rank > 0) measured_ranks.push_back(rank);
+    }
+  }
+  const bool budgeted = options.budget_bytes > 0;
+  if (budgeted) {
+    std::stable_sort(measured_ranks.begin(), measured_ranks.end(), [&](int a, int b) {
+      return owned_count(L, a) > owned_count(L, b);
+    });
+  }
+  std::unordered_map<int, RankStep> steps;
+  steps.emplace(0, std::move(first));
+  out.steps_run = 1;
+  auto over = [&](const RankStep& r) {
+    if (!budgeted || r.peak_bytes <= options.budget_bytes) return false;
+    out.over_budget_rank = r.rank;
+    out.over_budget_peak = r.peak_bytes;
+    return true;
+  };
+  if (over(steps.at(0))) return out;
+  for (int rank : measured_ranks) {
+    RankStep r = run_step(job, request, rank, options, nullptr);
+    ++out.steps_run;
+    if (over(r)) return out;
+    steps.emplace(rank, std::move(r));
+  }
+
+  std::unordered_map<int, RankStep::Json> copied_comm;  // by representative
+  out.ranks.reserve(static_cast<size_t>(job.world));
+  for (int rank = 0; rank < job.world; ++rank) {
+    const int rep = representative[static_cast<size_t>(rank)];
+    const RankStep& measured = steps.at(rep);
+    if (rep == rank) {
+      out.ranks.push_back(measured);
+      continue;
+    }
+    auto& comm = copied_comm[rep];
+    if (!comm) comm = without_groups(*measured.comm);
+    out.ranks.push_back(copied_step(measured, rank, L.replicas, comm));
+  }
+  estimate_time(job, out);
   return out;
 }
 

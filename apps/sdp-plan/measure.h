@@ -21,6 +21,7 @@
 #include <nlohmann/json.hpp>
 
 #include "apps/sdp-plan/plan_options.h"
+#include "engine/plan/step_time.h"
 
 namespace sdp::planner {
 
@@ -73,7 +74,17 @@ struct StrategySteps {
   int components = 0;       // maskable components in the plan
   int owners = 0;           // owners per component r (every component has r)
   double spectral_gap = 1;
-  std::vector<RankStep> ranks;  // by rank
+  std::vector<RankStep> ranks;  // by rank; empty when a budget stopped the measuring
+  // The step-time model's estimate (engine/plan/step_time.h) of the slowest
+  // measured rank, which every rank waits for; step_time_rank is that rank.
+  StepTimeEstimate step_time;
+  int step_time_rank = 0;
+  // Measuring with a memory budget: the first rank found above it (its
+  // peak in over_budget_peak) ends the measuring; -1 when every rank fits.
+  int over_budget_rank = -1;
+  double over_budget_peak = 0;
+  int steps_run = 0;  // meta steps of ranks measured (twins not counted)
+  bool fits() const { return over_budget_rank < 0; }
 
   Summary peak() const;
   Summary sent() const;
@@ -85,8 +96,17 @@ struct StrategySteps {
   int measured_ranks() const;  // ranks whose step ran: one per class, or all
 };
 
+struct MeasureOptions {
+  // Stop at the first rank whose peak exceeds this many bytes (0: none).
+  // Classes are then measured most-owning first, the likeliest to exceed it.
+  double budget_bytes = 0;
+  // Skip the twin step without recomputation (recompute_flops stay 0).
+  bool skip_recompute_twin = false;
+};
+
 // The steps of every rank of `strategy` in rank order, one measured per class
-// (every one with job.every_rank).
-StrategySteps measure_strategy(const PlannerJob& job, const StrategyRequest& strategy);
+// (every one with job.every_rank), and the estimated step time.
+StrategySteps measure_strategy(const PlannerJob& job, const StrategyRequest& strategy,
+                               const MeasureOptions& options = {});
 
 }  // namespace sdp::planner

@@ -1,9 +1,11 @@
 #include "apps/sdp-plan/plan_options.h"
 
+#include <cmath>
 #include <limits>
 
 #include "apps/integer_option.h"
 
+#include "engine/checkpoint/byte_size.h"
 #include "engine/core/error.h"
 #include "engine/parallel/composition.h"
 #include "engine/parallel/strategy.h"
@@ -146,6 +148,94 @@ void add_options(CLI::App& app, PlanOptions& o) {
                "row at the same pipeline stage (those take the same step; this checks it, and "
                "is slow on large worlds)");
   app.add_option("--output", o.output, "Write the report to FILE instead of stdout");
+
+  // The step-time model (engine/plan/step_time.h).
+  app.add_option("--flops-per-second", o.flops_per_second,
+                 "Step-time model: sustained FLOP rate of one rank (default: an H100/H200-class "
+                 "bf16 rate)")
+      ->check(CLI::PositiveNumber)
+      ->capture_default_str();
+  app.add_option("--link-latency", o.link_latency,
+                 "Step-time model: seconds per latency step of a collective (alpha)")
+      ->check(CLI::NonNegativeNumber)
+      ->capture_default_str();
+  app.add_option("--intra-node-bandwidth", o.intra_node_bandwidth,
+                 "Step-time model: bandwidth between ranks of one node, e.g. 400GB/s, 900GB/s")
+      ->capture_default_str();
+  app.add_option("--inter-node-bandwidth", o.inter_node_bandwidth,
+                 "Step-time model: bandwidth between nodes, e.g. 100Gb/s, 400Gb/s, 50GB/s")
+      ->capture_default_str();
+  app.add_option("--ranks-per-node", o.ranks_per_node,
+                 "Step-time model: ranks per node (a group within one node takes the intra-node "
+                 "bandwidth; 0 = all on one node)")
+      ->check(app::integer_in(int64_t{0}, kMaxWorld))
+      ->capture_default_str();
+  app.add_option("--overlap", o.overlap,
+                 "Step-time model: on = gathers and gradient reductions hide behind compute (the "
+                 "CUDA engine), off = every collective adds (host MPI); auto = on, or off with "
+                 "--calibrate")
+      ->check(CLI::IsMember({"on", "off", "auto"}))
+      ->capture_default_str();
+  app.add_option("--calibrate", o.calibrate,
+                 "Metrics JSONL of real sdp-train runs (repeatable): set the FLOP rate and the "
+                 "link's latency and bandwidth (both nodes' bandwidths) from their steps");
+
+  app.add_option("--fit", o.fit,
+                 "Search the configurations that fit this per-rank memory budget (e.g. 24GiB, "
+                 "80GB): strategy x C x shard level x recomputation x micro-batch x pipeline "
+                 "stages, over --batch x --grad-accum examples per rank per step");
+  app.add_option("--tokens-per-rank", o.tokens_per_rank,
+                 "--fit on a LLaMA: tokens per rank per step (a multiple of --seq), instead of "
+                 "--batch x --grad-accum")
+      ->check(app::integer_in(int64_t{1}, int64_t{1} << 40));
+  app.add_option("--min-active-fraction", o.min_active_fraction,
+                 "--fit: the smallest C an SDP configuration may have")
+      ->check(CLI::Range(0.0, 1.0))
+      ->capture_default_str();
+  app.add_option("--device", o.device, "--fit: device of the written config (cuda or cpu)")
+      ->check(CLI::IsMember({"cuda", "cpu"}))
+      ->capture_default_str();
+  app.add_option("--write-config", o.write_config,
+                 "--fit: write the chosen configuration as an sdp-train --config JSON file");
+  app.add_option("--choose", o.choose, "--fit: the row of the ranked list to write (1 = first)")
+      ->check(app::integer_in(int64_t{1}, int64_t{1} << 20))
+      ->capture_default_str();
+}
+
+double parse_bandwidth(const std::string& text, const std::string& what) {
+  const auto bad = [&]() -> double {
+    fail(what, " = '", text, "' is invalid (valid: a positive number of bytes per second, "
+         "or with a unit: B/s, KB/s, MB/s, GB/s, TB/s for bytes, b/s, Kb/s, Mb/s, Gb/s, Tb/s "
+         "for bits; e.g. 400Gb/s, 50GB/s)");
+  };
+  size_t used = 0;
+  double value = 0;
+  try {
+    value = std::stod(text, &used);
+  } catch (const std::exception&) {
+    return bad();
+  }
+  std::string unit = trim(text.substr(used));
+  double scale = 1;
+  if (!unit.empty()) {
+    if (unit.size() < 3 || unit.substr(unit.size() - 2) != "/s") return bad();
+    unit = unit.substr(0, unit.size() - 2);
+    const char kind = unit.back();  // B bytes, b bits
+    if (kind != 'B' && kind != 'b') return bad();
+    unit.pop_back();
+    static const std::pair<const char*, double> prefixes[] = {
+        {"", 1}, {"K", 1e3}, {"M", 1e6}, {"G", 1e9}, {"T", 1e12}};
+    bool known = false;
+    for (const auto& [prefix, factor] : prefixes)
+      if (unit == prefix) {
+        scale = factor;
+        known = true;
+      }
+    if (!known) return bad();
+    if (kind == 'b') scale /= 8;
+  }
+  if (!(value > 0) || !std::isfinite(value * scale)) return bad();
+  return value * scale;
 }
 
 TrainConfig rank_config(const PlannerJob& job, const StrategyRequest& s, int rank) {
@@ -173,6 +263,51 @@ PlannerJob resolve_job(const PlanOptions& o) {
   job.per_rank = o.per_rank;
   job.every_rank = o.every_rank;
   job.output = o.output;
+
+  StepTimeModel& m = job.time_model;
+  m.flops_per_second = o.flops_per_second;
+  m.link.latency_seconds = o.link_latency;
+  m.link.intra_node_bytes_per_second =
+      parse_bandwidth(o.intra_node_bandwidth, "--intra-node-bandwidth");
+  m.link.inter_node_bytes_per_second =
+      parse_bandwidth(o.inter_node_bandwidth, "--inter-node-bandwidth");
+  m.link.ranks_per_node = static_cast<int>(o.ranks_per_node);
+  m.link.overlap = o.overlap != "off";
+  if (!o.fit.empty()) {
+    job.fit_budget_bytes = static_cast<double>(checkpoint::parse_byte_size(o.fit, "--fit"));
+    if (o.strategies_given)
+      fail("--fit searches every strategy, shard level and recomputation itself; leave out "
+           "--strategies (or leave out --fit to compare a list)");
+    if (o.base.parallel.pipeline_stages > 1)
+      fail("--fit searches the pipeline stages itself; leave out --pipeline-stages");
+    const int64_t examples =
+        o.tokens_per_rank > 0 ? o.tokens_per_rank / o.base.seq : o.base.batch * o.base.grad_accum;
+    if (o.tokens_per_rank > 0) {
+      if (model_family(o.base.model) != ModelFamily::llama)
+        fail("--tokens-per-rank needs a LLaMA model (", o.base.model, " takes --batch)");
+      if (o.tokens_per_rank % o.base.seq != 0)
+        fail("--tokens-per-rank = ", o.tokens_per_rank, " is not a multiple of --seq = ",
+             o.base.seq, " (valid: ", o.base.seq, ", ", 2 * o.base.seq, ", ...)");
+    }
+    if (examples < 1 || examples > config_limits::kBatch)
+      fail("--fit: ", examples, " examples per rank per step is invalid (valid: 1 to ",
+           config_limits::kBatch, ")");
+    job.fit_examples_per_rank = static_cast<int>(examples);
+    job.fit_min_active_fraction = o.min_active_fraction;
+    job.fit_device = o.device;
+    job.write_config = o.write_config;
+    job.choose = static_cast<int>(o.choose);
+  } else if (!o.write_config.empty() || o.tokens_per_rank > 0) {
+    fail(o.write_config.empty() ? "--tokens-per-rank" : "--write-config",
+         " needs --fit BUDGET (the search whose result it belongs to)");
+  }
+  if (!o.calibrate.empty()) {
+    std::vector<MeasuredRun> runs;
+    for (const std::string& path : o.calibrate) runs.push_back(read_metrics(path));
+    m = calibrate(runs, m);
+    m.link.overlap = o.overlap == "on";
+    job.calibrated_from = o.calibrate;
+  }
 
   const bool language_model = model_family(o.base.model) == ModelFamily::llama;
   // One training step on the meta device and nothing else: no evaluation,

@@ -8,6 +8,7 @@
 
 #include <CLI/CLI.hpp>
 
+#include "engine/plan/step_time.h"
 #include "engine/train/train_config.h"
 #include "models/common/recompute_policy.h"
 #include "models/common/shard_level.h"
@@ -55,6 +56,21 @@ struct PlanOptions {
   bool per_rank = false;
   bool every_rank = false;  // measure every rank, not one per class (measure.h)
   std::string output;  // empty: stdout
+  // The step-time model (engine/plan/step_time.h).
+  double flops_per_second = StepTimeModel{}.flops_per_second;
+  double link_latency = LinkModel{}.latency_seconds;
+  std::string intra_node_bandwidth = "400GB/s";
+  std::string inter_node_bandwidth = "400Gb/s";
+  int64_t ranks_per_node = LinkModel{}.ranks_per_node;
+  std::string overlap = "auto";  // on | off | auto (on, off when calibrated)
+  std::vector<std::string> calibrate;  // metrics JSONL files of real runs
+  // --fit (apps/sdp-plan/fit.h)
+  std::string fit;                 // the per-rank budget, e.g. "24GiB"; empty: no search
+  int64_t tokens_per_rank = 0;     // LLaMA: examples per rank = this / seq
+  double min_active_fraction = 0;  // smallest C the search may choose
+  std::string device = "cuda";     // of the written config
+  std::string write_config;        // FILE: the chosen row as an sdp-train --config
+  int64_t choose = 1;              // the row written (1 = the first)
 };
 
 void add_options(CLI::App& app, PlanOptions& options);
@@ -75,7 +91,20 @@ struct PlannerJob {
   bool per_rank = false;
   bool every_rank = false;
   std::string output;
+  StepTimeModel time_model;
+  std::vector<std::string> calibrated_from;  // the --calibrate files, when given
+  // --fit: 0 = no search
+  double fit_budget_bytes = 0;
+  int fit_examples_per_rank = 0;  // E = batch x grad-accum per rank per step
+  double fit_min_active_fraction = 0;
+  std::string fit_device = "cuda";
+  std::string write_config;
+  int choose = 1;
 };
+
+// "400Gb/s", "50GB/s", "1.5e10" (bytes/s): bytes per second; throws
+// sdp::Error naming `what` and the valid forms.
+double parse_bandwidth(const std::string& text, const std::string& what);
 
 // Throws sdp::Error naming the flag (or the --strategies item) and what is
 // valid; the plan of every strategy is built once here, so an impossible

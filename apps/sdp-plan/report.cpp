@@ -163,6 +163,43 @@ std::string pipeline_markdown(const std::vector<Row>& all,
   return out;
 }
 
+// The step-time model's parameters, in words (engine/plan/step_time.h).
+std::string time_model_text(const PlannerJob& job) {
+  const StepTimeModel& m = job.time_model;
+  std::string out = format("Step time estimated at ", fixed(m.flops_per_second / 1e12, 3),
+                           " TFLOP/s per rank, collectives at ",
+                           fixed(m.link.latency_seconds * 1e6, 2), " us per latency step + bytes / ",
+                           fixed(m.link.intra_node_bytes_per_second / 1e9, 3), " GB/s within a node");
+  if (m.link.ranks_per_node > 0)
+    out += format(" of ", m.link.ranks_per_node, " ranks, ",
+                  fixed(m.link.inter_node_bytes_per_second / 1e9, 3), " GB/s across nodes");
+  out += m.link.overlap ? "; gathers and gradient reductions overlap compute"
+                        : "; no collective overlaps compute";
+  if (!job.calibrated_from.empty()) {
+    out += " (calibrated from";
+    for (const std::string& f : job.calibrated_from) out += " " + f;
+    out += ")";
+  }
+  return out + ".";
+}
+
+template <typename Rows>
+std::string step_time_markdown(const PlanReport& rep, const Rows& all) {
+  const double ddp = rep.strategies[static_cast<size_t>(rep.job.baseline)].step_time.seconds;
+  std::string out = "\n" + time_model_text(rep.job) +
+                    " The step waits for its slowest rank (named):\n\n"
+                    "| strategy | C | compute s | comm s | exposed comm s | step s | step vs DDP | "
+                    "slowest rank |\n|---|---:|---:|---:|---:|---:|---:|---:|\n";
+  for (const auto& r : all) {
+    const StepTimeEstimate& t = r.s.step_time;
+    out += format("| ", r.name(), " | ", r.c(), " | ", fixed(t.compute_seconds, 4), " | ",
+                  fixed(t.comm_seconds, 4), " | ", fixed(t.exposed_comm_seconds, 4), " | ",
+                  fixed(t.seconds, 4), " | ", fixed(ratio(t.seconds, ddp), 3), " | ",
+                  r.s.step_time_rank, " |\n");
+  }
+  return out;
+}
+
 std::string markdown(const PlanReport& rep) {
   const TrainConfig& b = rep.job.base;
   const auto model = make_model(b.model);
@@ -225,6 +262,8 @@ std::string markdown(const PlanReport& rep) {
                   " | ", percent(ratio(recompute.mean, flops.mean)), " |\n");
   }
 
+  out += step_time_markdown(rep, all);
+
   if (rep.job.pipelined()) out += pipeline_markdown(all, mem, mb, unit);
 
   if (rep.job.per_rank) {
@@ -270,7 +309,8 @@ std::string csv(const PlanReport& rep) {
   out += ",saving_vs_ddp,sent_mean_bytes,sent_max_bytes,sent_min_bytes,comm_ratio_vs_ddp,"
          "gathered_peak_bytes,flops_mean,flops_max,recompute_flops_mean,recompute_flops_max,"
          "shard,activation_checkpointing,label,stage,activation_peak_bytes,activation_bytes_sent,"
-         "gradient_bytes_sent,replica_bytes_sent\n";
+         "gradient_bytes_sent,replica_bytes_sent,step_seconds,compute_seconds,"
+         "exposed_comm_seconds\n";
   const StrategySteps& ddp = rep.strategies[static_cast<size_t>(rep.job.baseline)];
   const Summary ddp_peak = ddp.peak(), ddp_sent = ddp.sent();
   // A rank row is the summary of that one rank, against the same baseline.
@@ -290,7 +330,9 @@ std::string csv(const PlanReport& rep) {
                   csv_number(recompute.mean), ",", csv_number(recompute.max), ",", r.s.shard,
                   ",", r.s.activation_checkpointing, ",", r.s.label, ",", stage, ",",
                   csv_number(pipe.activation_peak), ",", csv_number(pipe.activations), ",",
-                  csv_number(pipe.gradients), ",", csv_number(pipe.replicas), "\n");
+                  csv_number(pipe.gradients), ",", csv_number(pipe.replicas), ",",
+                  csv_number(r.s.step_time.seconds), ",", csv_number(r.s.step_time.compute_seconds),
+                  ",", csv_number(r.s.step_time.exposed_comm_seconds), "\n");
   };
   for (const Row& r : rows(rep)) {
     // The strategy's row: the largest figure of any rank (stage empty).
@@ -374,6 +416,11 @@ std::string json(const PlanReport& rep) {
          {"recompute_flops", summary_json(r.s.recompute_flops(), recompute)},
          {"comm_ratio_vs_ddp", r.comm_ratio},
          {"comm_ratio_max_vs_ddp", r.comm_ratio_max},
+         {"step_time", [&] {
+            nlohmann::json t = r.s.step_time.to_json();
+            t["rank"] = r.s.step_time_rank;
+            return t;
+          }()},
          {"ranks", ranks}});
   }
   nlohmann::json pipeline;  // null without one
@@ -402,6 +449,11 @@ std::string json(const PlanReport& rep) {
                               {"baseline", rep.job.baseline},
                               {"seconds", rep.seconds},
                               {"pipeline", pipeline},
+                              {"step_time_model", [&] {
+                                 nlohmann::json m = rep.job.time_model.to_json();
+                                 m["calibrated_from"] = rep.job.calibrated_from;
+                                 return m;
+                               }()},
                               {"strategies", strategies}};
   return out.dump(2) + "\n";
 }

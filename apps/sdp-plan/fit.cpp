@@ -1,0 +1,311 @@
+#include "apps/sdp-plan/fit.h"
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+
+#include "engine/core/error.h"
+#include "engine/parallel/strategy_table.h"
+#include "models/registry.h"
+
+namespace sdp::planner {
+
+namespace {
+
+// One (strategy, shard, recompute, stages) combination of the search.
+struct Combination {
+  std::string strategy;
+  std::optional<ShardLevel> shard;
+  bool recompute = false;
+  int stages = 1;
+};
+
+std::vector<Combination> combinations(const PlannerJob& job, int blocks) {
+  const std::vector<std::optional<ShardLevel>> shards = {
+      std::nullopt, ShardLevel::optimizer, ShardLevel::grad, ShardLevel::full};
+  std::vector<Combination> out;
+  for (const char* strategy : {"ddp", "b-sdp", "n-sdp", "bb-sdp", "nb-sdp"})
+    for (const auto& shard : shards)
+      for (bool ac : {false, true}) out.push_back({strategy, shard, ac, 1});
+  for (int P = 2; P <= blocks && P <= job.world; P *= 2) {
+    if (job.world % P != 0) continue;
+    for (const char* strategy : {"ddp", "b-sdp", "n-sdp"})
+      for (bool ac : {false, true}) out.push_back({strategy, std::nullopt, ac, P});
+  }
+  return out;
+}
+
+std::string describe(const Combination& c) {
+  std::string s = c.strategy;
+  if (c.shard) s += "+" + std::string(shard_level_name(*c.shard));
+  if (c.recompute) s += "+ac";
+  if (c.stages > 1) s += " x PP" + std::to_string(c.stages);
+  return s;
+}
+
+// The job of one point: micro-batch m, E / m accumulation steps (a
+// pipeline's M) and P stages; the strategy list is the point's alone.
+PlannerJob point_job(const PlannerJob& job, int micro_batch, int stages) {
+  PlannerJob j = job;
+  j.base.batch = micro_batch;
+  j.base.grad_accum = job.fit_examples_per_rank / micro_batch;
+  j.base.parallel.pipeline_stages = stages;
+  j.base.parallel.stage_blocks.clear();  // balanced by counted FLOPs
+  return j;
+}
+
+StrategyRequest request(const Combination& c, int owners, int replicas) {
+  StrategyRequest r;
+  r.strategy = c.strategy;
+  r.active_fraction = find_strategy(c.strategy)->takes_fraction
+                          ? static_cast<double>(owners) / replicas
+                          : 1.0;
+  r.shard = c.shard;
+  if (c.recompute) r.recompute = RecomputePolicy::parse("block", "--fit");
+  r.text = describe(c);
+  return r;
+}
+
+struct Search {
+  const PlannerJob& job;
+  FitResult& result;
+
+  FitRow measure(const Combination& c, int micro_batch, int owners) {
+    const PlannerJob j = point_job(job, micro_batch, c.stages);
+    MeasureOptions options;
+    options.budget_bytes = result.budget_bytes;
+    options.skip_recompute_twin = true;
+    FitRow row;
+    row.micro_batch = micro_batch;
+    row.grad_accum = static_cast<int>(j.base.grad_accum);
+    row.stages = c.stages;
+    try {
+      row.steps = measure_strategy(j, request(c, owners, j.replicas()), options);
+    } catch (const Error&) {
+      // A point the engine refuses (a pipeline's stages over too few
+      // blocks, a plan with no owner): it does not exist, so it cannot fit.
+      row.fits = false;
+      row.peak = -1;
+      return row;
+    }
+    ++result.measurements;
+    result.meta_steps += row.steps.steps_run;
+    row.fits = row.steps.fits();
+    row.peak = row.fits ? row.steps.peak().max : row.steps.over_budget_peak;
+    return row;
+  }
+
+  void run(const Combination& c) {
+    const int replicas = job.world / c.stages;
+    const bool sdp = find_strategy(c.strategy)->takes_fraction;
+    // r = N is DDP's plan: an SDP name only covers 1 .. N - 1.
+    int lo = sdp ? std::max(1, static_cast<int>(std::ceil(job.fit_min_active_fraction * replicas - 1e-9)))
+                 : replicas;
+    const int hi = sdp ? replicas - 1 : replicas;
+    if (lo > hi) return;
+    // The largest micro-batch that fits at the smallest C.
+    FitRow smallest;
+    bool tried = false;
+    int m = 0;
+    for (int cand = job.fit_examples_per_rank; cand >= 1; cand /= 2) {
+      if (job.fit_examples_per_rank % cand != 0) break;
+      if (c.stages > 1 && job.fit_examples_per_rank / cand < c.stages) continue;
+      FitRow row = measure(c, cand, lo);
+      if (row.peak < 0) continue;
+      if (!tried || row.peak < smallest.peak) smallest = row;
+      tried = true;
+      if (row.fits) {
+        m = cand;
+        result.fitting.push_back(std::move(row));
+        break;
+      }
+      if (cand % 2 != 0) break;
+    }
+    if (m == 0) {
+      if (tried) {
+        smallest.steps.request.text = describe(c);
+        result.refused.push_back(std::move(smallest));
+      }
+      return;
+    }
+    // The largest r that fits at m: hi itself when it does (many sharded or
+    // recomputing combinations fit whole), else bisection between lo, which
+    // fits, and hi, which does not.
+    if (hi == lo) return;
+    FitRow top = measure(c, m, hi);
+    if (top.fits) {
+      result.fitting.push_back(std::move(top));
+      return;
+    }
+    int fits_at = lo, fails_at = hi;
+    while (fails_at - fits_at > 1) {
+      const int mid = fits_at + (fails_at - fits_at) / 2;
+      FitRow row = measure(c, m, mid);
+      if (row.fits) {
+        fits_at = mid;
+        result.fitting.push_back(std::move(row));
+      } else {
+        fails_at = mid;
+      }
+    }
+  }
+};
+
+double active(const FitRow& r) { return r.steps.request.active_fraction; }
+
+// a dominates b: no worse in peak, step time and C, better in one.
+bool dominates(const FitRow& a, const FitRow& b) {
+  const double ta = a.steps.step_time.seconds, tb = b.steps.step_time.seconds;
+  const bool no_worse = a.peak <= b.peak && ta <= tb && active(a) >= active(b);
+  const bool better = a.peak < b.peak || ta < tb || active(a) > active(b);
+  return no_worse && better;
+}
+
+std::string gib(double bytes) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%.2f", bytes / (1024.0 * 1024.0 * 1024.0));
+  return buf;
+}
+
+std::string fixed(double v, int digits) {
+  char buf[64];
+  std::snprintf(buf, sizeof buf, "%.*f", digits, v);
+  return buf;
+}
+
+}  // namespace
+
+FitResult fit(const PlannerJob& job) {
+  const auto start = std::chrono::steady_clock::now();
+  FitResult result;
+  result.budget_bytes = job.fit_budget_bytes;
+  result.examples_per_rank = job.fit_examples_per_rank;
+  const int blocks = make_model(job.base.model)->block_count();
+  Search search{job, result};
+  for (const Combination& c : combinations(job, blocks)) search.run(c);
+
+  for (FitRow& a : result.fitting) {
+    a.pareto = true;
+    for (const FitRow& b : result.fitting)
+      if (dominates(b, a)) {
+        a.pareto = false;
+        break;
+      }
+  }
+  std::stable_sort(result.fitting.begin(), result.fitting.end(),
+                   [](const FitRow& a, const FitRow& b) {
+                     if (a.pareto != b.pareto) return a.pareto;
+                     if (a.steps.step_time.seconds != b.steps.step_time.seconds)
+                       return a.steps.step_time.seconds < b.steps.step_time.seconds;
+                     return active(a) > active(b);
+                   });
+  result.seconds =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  return result;
+}
+
+nlohmann::json fit_config(const PlannerJob& job, const FitRow& row) {
+  const PlannerJob j = point_job(job, row.micro_batch, row.stages);
+  TrainConfig c = rank_config(j, row.steps.request, 0);
+  c.emulate_world = 0;
+  c.emulate_rank = 0;
+  c.device = job.fit_device;
+  // What the planner turned off to measure one step; a run of the config
+  // gets the trainer's defaults back.
+  const TrainConfig defaults;
+  c.steps = defaults.steps;
+  c.eval_every = defaults.eval_every;
+  c.progress = defaults.progress;
+  nlohmann::json out = c.to_json();
+  // Every field but the job's own: the caller names its world with mpirun -n.
+  out.erase("emulate_world");
+  out.erase("emulate_rank");
+  return out;
+}
+
+std::string render_fit(const PlannerJob& job, const FitResult& r) {
+  const int N = job.world;
+  if (job.format == OutputFormat::json) {
+    nlohmann::json rows = nlohmann::json::array(), refused = nlohmann::json::array();
+    for (const FitRow& f : r.fitting)
+      rows.push_back({{"composition", f.steps.request.text},
+                      {"label", f.steps.label},
+                      {"strategy", f.steps.request.strategy},
+                      {"active_fraction", active(f)},
+                      {"shard", f.steps.shard},
+                      {"activation_checkpointing", f.steps.activation_checkpointing},
+                      {"micro_batch", f.micro_batch},
+                      {"grad_accum", f.grad_accum},
+                      {"pipeline_stages", f.stages},
+                      {"peak_bytes", f.peak},
+                      {"sent_bytes_mean", f.steps.sent().mean},
+                      {"spectral_gap", f.steps.spectral_gap},
+                      {"step_time", f.steps.step_time.to_json()},
+                      {"pareto", f.pareto},
+                      {"config", fit_config(job, f)}});
+    for (const FitRow& f : r.refused)
+      refused.push_back({{"composition", f.steps.request.text},
+                         {"micro_batch", f.micro_batch},
+                         {"smallest_peak_bytes", f.peak}});
+    nlohmann::json out = {{"tool", "sdp-plan --fit"},
+                          {"model", job.base.model},
+                          {"world", N},
+                          {"budget_bytes", r.budget_bytes},
+                          {"examples_per_rank", r.examples_per_rank},
+                          {"seq", job.base.seq},
+                          {"step_time_model", job.time_model.to_json()},
+                          {"fitting", rows},
+                          {"refused", refused},
+                          {"measurements", r.measurements},
+                          {"meta_steps", r.meta_steps},
+                          {"seconds", r.seconds}};
+    return out.dump(2) + "\n";
+  }
+  if (job.format == OutputFormat::csv) {
+    std::string out =
+        "rank,composition,label,active_fraction,micro_batch,grad_accum,pipeline_stages,"
+        "peak_bytes,sent_bytes_mean,step_seconds,pareto\n";
+    for (size_t i = 0; i < r.fitting.size(); ++i) {
+      const FitRow& f = r.fitting[i];
+      out += format(i + 1, ",", f.steps.request.text, ",", f.steps.label, ",", active(f), ",",
+                    f.micro_batch, ",", f.grad_accum, ",", f.stages, ",",
+                    static_cast<int64_t>(f.peak), ",",
+                    static_cast<int64_t>(f.steps.sent().mean), ",",
+                    nlohmann::json(f.steps.step_time.seconds).dump(), ",",
+                    f.pareto ? "true" : "false", "\n");
+    }
+    return out;
+  }
+  std::string out = format("## sdp-plan --fit: ", job.base.model, " on ", N, " ranks in ",
+                           gib(r.budget_bytes), " GiB per rank\n\n");
+  out += format(r.examples_per_rank, " examples per rank per step (micro-batch x accumulation",
+                job.base.seq > 0 ? format(", ", job.base.seq, " tokens each") : std::string(),
+                "). Every peak is a meta step's (the bytes the allocator will hold); step time "
+                "from the model (engine/plan/step_time.h). ",
+                r.fitting.size(), " configurations fit, ranked: the Pareto front over (peak, "
+                "step time, C) first (*), each part by step time. `--write-config FILE "
+                "[--choose K]` writes row K as an sdp-train --config file.\n\n");
+  out += "| # | composition | C | micro-batch x accum | stages | peak GiB | of budget | sent "
+         "MB/step | step s | Pareto |\n|---:|---|---:|---|---:|---:|---:|---:|---:|---|\n";
+  for (size_t i = 0; i < r.fitting.size(); ++i) {
+    const FitRow& f = r.fitting[i];
+    out += format("| ", i + 1, " | ", f.steps.label, " | ", fixed(active(f), 4), " | ",
+                  f.micro_batch, " x ", f.grad_accum, " | ", f.stages, " | ", gib(f.peak),
+                  " | ", fixed(100 * f.peak / r.budget_bytes, 1), "% | ",
+                  fixed(f.steps.sent().mean / 1e6, 1), " | ",
+                  fixed(f.steps.step_time.seconds, 4), " | ", f.pareto ? "*" : "", " |\n");
+  }
+  if (!r.refused.empty()) {
+    out += "\nNo point fits (the smallest peak measured, at the smallest C and micro-batch "
+           "tried):\n\n| composition | micro-batch | peak GiB |\n|---|---:|---:|\n";
+    for (const FitRow& f : r.refused)
+      out += format("| ", f.steps.request.text, " | ", f.micro_batch, " | ",
+                    f.peak > 0 ? gib(f.peak) : std::string("n/a"), " |\n");
+  }
+  out += format("\n", r.measurements, " points measured (", r.meta_steps, " meta steps) in ",
+                fixed(r.seconds, 2), " s.\n");
+  return out;
+}
+
+}  // namespace sdp::planner

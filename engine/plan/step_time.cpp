@@ -1,0 +1,260 @@
+#include "engine/plan/step_time.h"
+
+#include <algorithm>
+#include <cmath>
+#include <fstream>
+
+#include "comm/communicator.h"
+#include "engine/core/error.h"
+#include "engine/pipeline/schedule.h"
+#include "engine/pipeline/schedule_simulator.h"
+
+namespace sdp {
+
+nlohmann::json LinkModel::to_json() const {
+  return {{"latency_seconds", latency_seconds},
+          {"intra_node_bytes_per_second", intra_node_bytes_per_second},
+          {"inter_node_bytes_per_second", inter_node_bytes_per_second},
+          {"ranks_per_node", ranks_per_node},
+          {"overlap", overlap}};
+}
+
+nlohmann::json StepTimeModel::to_json() const {
+  return {{"flops_per_second", flops_per_second}, {"link", link.to_json()}};
+}
+
+nlohmann::json StepTimeEstimate::to_json() const {
+  return {{"compute_seconds", compute_seconds},
+          {"comm_seconds", comm_seconds},
+          {"exposed_comm_seconds", exposed_comm_seconds},
+          {"seconds", seconds}};
+}
+
+namespace {
+
+double number(const nlohmann::json& j, const char* key) {
+  const auto it = j.find(key);
+  return it == j.end() || !it->is_number() ? 0.0 : it->get<double>();
+}
+
+// Whether a group's ranks sit on more than one node.
+bool spans_nodes(const std::string& group, int world, int ranks_per_node) {
+  if (ranks_per_node <= 0) return false;
+  constexpr std::string_view prefix = "ranks:";
+  // "world", or a name of another form: the whole world.
+  if (group.rfind(prefix, 0) != 0) return world > ranks_per_node;
+  const std::vector<int> ranks = comm::parse_rank_list(group.substr(prefix.size()));
+  for (int r : ranks)
+    if (r / ranks_per_node != ranks.front() / ranks_per_node) return true;
+  return false;
+}
+
+double traffic_seconds(const LinkModel& link, const nlohmann::json& traffic, bool inter_node) {
+  const double bandwidth =
+      inter_node ? link.inter_node_bytes_per_second : link.intra_node_bytes_per_second;
+  return number(traffic, "latency_steps") * link.latency_seconds +
+         number(traffic, "sent_bytes") / bandwidth;
+}
+
+// Ops whose collectives may run beside compute (see step_time.h).
+bool overlappable(const std::string& op) {
+  return op == "all_gather" || op == "reduce_scatter" || op == "all_reduce";
+}
+
+bool point_to_point(const std::string& op) { return op == "send" || op == "recv"; }
+
+// Seconds of every collective of `comm`, and of those that may overlap
+// compute; a pipeline's sends to its neighbours are left out when
+// `skip_point_to_point` (the simulator's makespan has them).
+struct CommSeconds {
+  double total = 0, overlappable = 0;
+};
+
+CommSeconds comm_seconds(const LinkModel& link, const nlohmann::json& comm, int world,
+                         bool skip_point_to_point) {
+  CommSeconds out;
+  const auto add_ops = [&](const nlohmann::json& ops, bool inter_node) {
+    for (const auto& [op, traffic] : ops.items()) {
+      if (skip_point_to_point && point_to_point(op)) continue;
+      const double t = traffic_seconds(link, traffic, inter_node);
+      out.total += t;
+      if (overlappable(op)) out.overlappable += t;
+    }
+  };
+  const auto groups = comm.find("by_group");
+  if (groups != comm.end() && !groups->empty()) {
+    for (const auto& [name, traffic] : groups->items())
+      add_ops(traffic.value("by_op", nlohmann::json::object()),
+              spans_nodes(name, world, link.ranks_per_node));
+  } else {
+    // A copied rank's record (no groups): every collective as the world's.
+    add_ops(comm.value("by_op", nlohmann::json::object()),
+            link.ranks_per_node > 0 && world > link.ranks_per_node);
+  }
+  return out;
+}
+
+void check_model(const StepTimeModel& m) {
+  if (!(m.flops_per_second > 0))
+    fail("step-time model: flops_per_second = ", m.flops_per_second, " (valid: > 0)");
+  if (!(m.link.latency_seconds >= 0))
+    fail("step-time model: latency = ", m.link.latency_seconds, " s (valid: >= 0)");
+  if (!(m.link.intra_node_bytes_per_second > 0) || !(m.link.inter_node_bytes_per_second > 0))
+    fail("step-time model: link bandwidths ", m.link.intra_node_bytes_per_second, " and ",
+         m.link.inter_node_bytes_per_second, " bytes/s (valid: > 0)");
+}
+
+}  // namespace
+
+StepTimeEstimate estimate_step(const StepTimeModel& model, double flops,
+                               const nlohmann::json& comm, int world) {
+  check_model(model);
+  StepTimeEstimate e;
+  e.compute_seconds = flops / model.flops_per_second;
+  const CommSeconds c = comm_seconds(model.link, comm, world, false);
+  e.comm_seconds = c.total;
+  e.exposed_comm_seconds =
+      model.link.overlap
+          ? std::max(0.0, c.overlappable - e.compute_seconds) + (c.total - c.overlappable)
+          : c.total;
+  e.seconds = e.compute_seconds + e.exposed_comm_seconds;
+  return e;
+}
+
+StepTimeEstimate estimate_pipeline_step(const StepTimeModel& model,
+                                        const std::vector<double>& stage_flops,
+                                        const std::vector<int64_t>& boundary_bytes,
+                                        const std::string& schedule_name, int micro_batches,
+                                        const nlohmann::json& replica_comm, int world) {
+  check_model(model);
+  const int P = static_cast<int>(stage_flops.size());
+  SDP_CHECK(P >= 2 && static_cast<int>(boundary_bytes.size()) == P - 1,
+            "estimate_pipeline_step: ", P, " stages and ", boundary_bytes.size(),
+            " boundaries");
+  constexpr std::string_view file_prefix = "file:";
+  const pipeline::Schedule schedule =
+      schedule_name.rfind(file_prefix, 0) == 0
+          ? pipeline::load_schedule(schedule_name.substr(file_prefix.size()))
+          : pipeline::make_schedule(schedule_name, P, micro_batches);
+  pipeline::SimulationCosts costs;
+  for (double f : stage_flops) {
+    const double per_micro_batch = f / micro_batches / model.flops_per_second;
+    pipeline::StageCosts s;
+    s.forward = per_micro_batch / 3;
+    s.backward = 2 * per_micro_batch / 3;
+    s.input_grad = s.weight_grad = per_micro_batch / 3;
+    costs.stages.push_back(s);
+  }
+  costs.boundary_bytes = boundary_bytes;
+  costs.hop_latency = model.link.latency_seconds;
+  // Stages sit on different nodes once a stage's replicas fill one.
+  const int replicas = world / P;
+  costs.link_bandwidth = model.link.ranks_per_node > 0 && replicas >= model.link.ranks_per_node
+                             ? model.link.inter_node_bytes_per_second
+                             : model.link.intra_node_bytes_per_second;
+  const pipeline::SimulationResult sim = pipeline::simulate(schedule, costs);
+
+  StepTimeEstimate e;
+  e.compute_seconds = sim.makespan;
+  const CommSeconds c = comm_seconds(model.link, replica_comm, world, true);
+  e.comm_seconds = c.total;
+  e.exposed_comm_seconds = c.total;
+  e.seconds = e.compute_seconds + e.exposed_comm_seconds;
+  return e;
+}
+
+double MeasuredRun::median_seconds() const {
+  SDP_CHECK(!seconds.empty(), "metrics '", path, "': no steps");
+  std::vector<double> v = seconds;
+  std::nth_element(v.begin(), v.begin() + static_cast<std::ptrdiff_t>(v.size() / 2), v.end());
+  return v[v.size() / 2];
+}
+
+MeasuredRun read_metrics(const std::string& path) {
+  std::ifstream in(path);
+  if (!in) fail("--calibrate: cannot read '", path, "'");
+  MeasuredRun run;
+  run.path = path;
+  std::string line;
+  int64_t number_of_line = 0;
+  while (std::getline(in, line)) {
+    ++number_of_line;
+    if (line.empty()) continue;
+    nlohmann::json j;
+    try {
+      j = nlohmann::json::parse(line);
+    } catch (const std::exception& e) {
+      fail("--calibrate: '", path, "' line ", number_of_line, " is not JSON (", e.what(), ")");
+    }
+    // Step records carry "step", "seconds", "flops" and "comm"; the summary
+    // and evaluation records do not.
+    if (!j.is_object() || !j.contains("step") || !j.contains("seconds") || !j.contains("flops") ||
+        !j.contains("comm"))
+      continue;
+    if (j.contains("ranks") && j["ranks"].contains("flops"))
+      run.world = static_cast<int>(j["ranks"]["flops"]["by_rank"].size());
+    run.seconds.push_back(j["seconds"].get<double>());
+    run.flops.push_back(j["flops"].get<double>());
+    run.wait_seconds.push_back(number(j["comm"], "wait_seconds"));
+    run.sent_bytes.push_back(number(j["comm"], "sent_bytes"));
+    run.latency_steps.push_back(number(j["comm"], "latency_steps"));
+  }
+  if (run.seconds.empty())
+    fail("--calibrate: '", path, "' has no step records (valid: the --metrics file of an "
+         "sdp-train run)");
+  if (run.seconds.size() > 1) {
+    for (auto* v : {&run.seconds, &run.flops, &run.wait_seconds, &run.sent_bytes,
+                    &run.latency_steps})
+      v->erase(v->begin());
+  }
+  return run;
+}
+
+StepTimeModel calibrate(const std::vector<MeasuredRun>& runs, const StepTimeModel& start) {
+  SDP_CHECK(!runs.empty(), "calibrate: no runs");
+  StepTimeModel m = start;
+  m.link.overlap = false;
+  std::vector<double> rates;
+  for (const MeasuredRun& r : runs)
+    for (size_t i = 0; i < r.seconds.size(); ++i) {
+      const double compute = r.seconds[i] - r.wait_seconds[i];
+      if (compute > 0 && r.flops[i] > 0) rates.push_back(r.flops[i] / compute);
+    }
+  if (rates.empty())
+    fail("--calibrate: no step with FLOPs and compute time in ", runs.front().path);
+  std::nth_element(rates.begin(), rates.begin() + static_cast<std::ptrdiff_t>(rates.size() / 2),
+                   rates.end());
+  m.flops_per_second = rates[rates.size() / 2];
+
+  // wait = a x steps + b x bytes, least squares, a and b >= 0 (b = 1 / bandwidth).
+  double sxx = 0, sxy = 0, syy = 0, sxw = 0, syw = 0;
+  for (const MeasuredRun& r : runs)
+    for (size_t i = 0; i < r.seconds.size(); ++i) {
+      const double x = r.latency_steps[i], y = r.sent_bytes[i], w = r.wait_seconds[i];
+      sxx += x * x;
+      sxy += x * y;
+      syy += y * y;
+      sxw += x * w;
+      syw += y * w;
+    }
+  if (syy <= 0) return m;  // no bytes sent: nothing to fit
+  double a = 0, b = syw / syy;
+  const double det = sxx * syy - sxy * sxy;
+  if (sxx > 0 && det > 1e-12 * sxx * syy) {
+    a = (sxw * syy - syw * sxy) / det;
+    b = (syw * sxx - sxw * sxy) / det;
+    if (a < 0) {
+      a = 0;
+      b = syw / syy;
+    } else if (b <= 0) {
+      b = 0;
+      a = sxw / sxx;
+    }
+  }
+  // b = 0: the bytes explained none of the waiting (an infinitely fast link).
+  m.link.intra_node_bytes_per_second = m.link.inter_node_bytes_per_second = b > 0 ? 1 / b : 1e18;
+  m.link.latency_seconds = a;
+  return m;
+}
+
+}  // namespace sdp

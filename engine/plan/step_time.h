@@ -1,0 +1,92 @@
+#pragma once
+// The planner's step-time model: what one training step of a rank costs on
+// a device of a given FLOP rate and a network of a given link, from what the
+// meta step counted (FLOPs, and each collective's ring bytes and latency
+// steps, comm/communicator.h). Nothing here is measured; calibrate() sets the
+// rates from a real run's metrics.
+//
+//   compute  = flops / flops_per_second
+//   a group's collectives = latency_steps x latency + sent_bytes / bandwidth,
+//              bandwidth the intra-node one when all the group's ranks share a
+//              node (rank / ranks_per_node), else the inter-node one
+//   exposed  = the collectives that wait in the step: all of them without
+//              overlap; with overlap (the CUDA engine: gradient buckets on the
+//              NCCL stream, prefetched gathers of full sharding) the
+//              all-gathers, reduce-scatters and all-reduces hide behind the
+//              compute up to its length, broadcasts (backward masking's
+//              updated values, sent after the optimizer) and sends never do
+//   step     = compute + exposed
+// A pipelined rank's compute and its sends to the neighbours are replaced by
+// the pipeline simulator's makespan of the schedule (engine/pipeline), with
+// each stage's compute split F : B = 1 : 2 (I = W = B / 2 under 2BP) and the
+// link's latency and inter-node bandwidth per boundary message; its replica
+// averaging comes after the flush and adds whole.
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+namespace sdp {
+
+struct LinkModel {
+  double latency_seconds = 5e-6;             // alpha: per latency step
+  double intra_node_bytes_per_second = 4e11; // NVLink-class
+  double inter_node_bytes_per_second = 5e10; // 400 Gb/s
+  int ranks_per_node = 8;                    // 0: every rank on one node
+  bool overlap = true;                       // see the header comment
+  nlohmann::json to_json() const;
+};
+
+struct StepTimeModel {
+  double flops_per_second = 4e14;  // sustained, per rank (an H100/H200-class bf16 rate)
+  LinkModel link;
+  nlohmann::json to_json() const;
+};
+
+struct StepTimeEstimate {
+  double compute_seconds = 0;       // FLOPs / rate (a pipeline: its makespan)
+  double comm_seconds = 0;          // every collective, overlapped or not
+  double exposed_comm_seconds = 0;  // what the step waits for
+  double seconds = 0;               // compute + exposed
+  nlohmann::json to_json() const;
+};
+
+// One rank's step from its FLOPs and its CommStats::to_json() of the step.
+// Groups come from "by_group" ("world", or "ranks:" and a rank list); a
+// record without it counts every collective as one of a `world`-rank group.
+StepTimeEstimate estimate_step(const StepTimeModel& model, double flops,
+                               const nlohmann::json& comm, int world);
+
+// A pipelined job's step: stage s runs stage_flops[s] over M micro-batches
+// of `schedule` (a schedule name), boundary_bytes[s] per message between
+// stages s and s + 1; replica_comm is the comm JSON of the rank whose
+// averaging among its stage's replicas takes longest (sends to neighbours
+// are in the makespan, not counted again).
+StepTimeEstimate estimate_pipeline_step(const StepTimeModel& model,
+                                        const std::vector<double>& stage_flops,
+                                        const std::vector<int64_t>& boundary_bytes,
+                                        const std::string& schedule, int micro_batches,
+                                        const nlohmann::json& replica_comm, int world);
+
+// What a real run measured, from one metrics JSONL file of sdp-train
+// (its step records; the first step, which warms caches and allocators,
+// is left out when there are more).
+struct MeasuredRun {
+  std::string path;
+  int world = 1;
+  std::vector<double> seconds, flops, wait_seconds, sent_bytes, latency_steps;
+  double median_seconds() const;
+};
+MeasuredRun read_metrics(const std::string& path);
+
+// Rates that make the model reproduce measured runs (one or more):
+// flops_per_second = median of flops / (seconds - wait_seconds) over their
+// steps; then the link's latency and bandwidth by least squares of
+// wait_seconds = latency_steps x latency + sent_bytes / bandwidth over the
+// steps (one bandwidth: the runs are on one node or counted as such), both
+// kept non-negative; with no collectives in them the link stays as given.
+// The fitted model's overlap is off: a run's wait time is what it exposed.
+StepTimeModel calibrate(const std::vector<MeasuredRun>& runs, const StepTimeModel& start);
+
+}  // namespace sdp
