@@ -36,9 +36,13 @@ std::vector<Combination> combinations(const PlannerJob& job, int blocks) {
   return out;
 }
 
+// In --strategies syntax: "b-sdp+fsdp+ac", "n-sdp+zero2"; " x PP2" for stages.
 std::string describe(const Combination& c) {
   std::string s = c.strategy;
-  if (c.shard) s += "+" + std::string(shard_level_name(*c.shard));
+  if (c.shard)
+    s += *c.shard == ShardLevel::full       ? "+fsdp"
+         : *c.shard == ShardLevel::grad     ? "+zero2"
+                                            : "+zero1";
   if (c.recompute) s += "+ac";
   if (c.stages > 1) s += " x PP" + std::to_string(c.stages);
   return s;
@@ -162,9 +166,26 @@ bool dominates(const FitRow& a, const FitRow& b) {
   return no_worse && better;
 }
 
-std::string gib(double bytes) {
+// Bytes in GiB, or MiB under a 1 GiB budget (where GiB would print zeros).
+struct MemoryUnit {
+  double bytes;
+  const char* name;
+};
+MemoryUnit unit_for(double budget) {
+  return budget >= 1024.0 * 1024.0 * 1024.0 ? MemoryUnit{1024.0 * 1024.0 * 1024.0, "GiB"}
+                                             : MemoryUnit{1024.0 * 1024.0, "MiB"};
+}
+
+std::string in_unit(double bytes, const MemoryUnit& u) {
   char buf[32];
-  std::snprintf(buf, sizeof buf, "%.2f", bytes / (1024.0 * 1024.0 * 1024.0));
+  std::snprintf(buf, sizeof buf, "%.2f", bytes / u.bytes);
+  return buf;
+}
+
+// Seconds to four significant digits: a small model's step is microseconds.
+std::string seconds(double s) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%.4g", s);
   return buf;
 }
 
@@ -277,8 +298,9 @@ std::string render_fit(const PlannerJob& job, const FitResult& r) {
     }
     return out;
   }
+  const MemoryUnit u = unit_for(r.budget_bytes);
   std::string out = format("## sdp-plan --fit: ", job.base.model, " on ", N, " ranks in ",
-                           gib(r.budget_bytes), " GiB per rank\n\n");
+                           in_unit(r.budget_bytes, u), " ", u.name, " per rank\n\n");
   out += format(r.examples_per_rank, " examples per rank per step (micro-batch x accumulation",
                 job.base.seq > 0 ? format(", ", job.base.seq, " tokens each") : std::string(),
                 "). Every peak is a meta step's (the bytes the allocator will hold); step time "
@@ -286,22 +308,24 @@ std::string render_fit(const PlannerJob& job, const FitResult& r) {
                 r.fitting.size(), " configurations fit, ranked: the Pareto front over (peak, "
                 "step time, C) first (*), each part by step time. `--write-config FILE "
                 "[--choose K]` writes row K as an sdp-train --config file.\n\n");
-  out += "| # | composition | C | micro-batch x accum | stages | peak GiB | of budget | sent "
-         "MB/step | step s | Pareto |\n|---:|---|---:|---|---:|---:|---:|---:|---:|---|\n";
+  out += format("| # | composition | C | micro-batch x accum | stages | peak ", u.name,
+                " | of budget | sent MB/step | step s | Pareto |\n"
+                "|---:|---|---:|---|---:|---:|---:|---:|---:|---|\n");
   for (size_t i = 0; i < r.fitting.size(); ++i) {
     const FitRow& f = r.fitting[i];
     out += format("| ", i + 1, " | ", f.steps.label, " | ", fixed(active(f), 4), " | ",
-                  f.micro_batch, " x ", f.grad_accum, " | ", f.stages, " | ", gib(f.peak),
+                  f.micro_batch, " x ", f.grad_accum, " | ", f.stages, " | ", in_unit(f.peak, u),
                   " | ", fixed(100 * f.peak / r.budget_bytes, 1), "% | ",
                   fixed(f.steps.sent().mean / 1e6, 1), " | ",
-                  fixed(f.steps.step_time.seconds, 4), " | ", f.pareto ? "*" : "", " |\n");
+                  seconds(f.steps.step_time.seconds), " | ", f.pareto ? "*" : "", " |\n");
   }
   if (!r.refused.empty()) {
     out += "\nNo point fits (the smallest peak measured, at the smallest C and micro-batch "
-           "tried):\n\n| composition | micro-batch | peak GiB |\n|---|---:|---:|\n";
+           "tried):\n\n| composition | micro-batch | peak " + std::string(u.name) +
+           " |\n|---|---:|---:|\n";
     for (const FitRow& f : r.refused)
       out += format("| ", f.steps.request.text, " | ", f.micro_batch, " | ",
-                    f.peak > 0 ? gib(f.peak) : std::string("n/a"), " |\n");
+                    f.peak > 0 ? in_unit(f.peak, u) : std::string("n/a"), " |\n");
   }
   out += format("\n", r.measurements, " points measured (", r.meta_steps, " meta steps) in ",
                 fixed(r.seconds, 2), " s.\n");

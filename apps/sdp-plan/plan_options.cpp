@@ -192,7 +192,9 @@ void add_options(CLI::App& app, PlanOptions& o) {
                  "--fit: the smallest C an SDP configuration may have")
       ->check(CLI::Range(0.0, 1.0))
       ->capture_default_str();
-  app.add_option("--device", o.device, "--fit: device of the written config (cuda or cpu)")
+  app.add_option("--device", o.device,
+                 "The device planned for: cuda (meta steps count CUDA's 512-byte blocks and "
+                 "workspaces) or cpu (the CPU allocator's); --fit writes it in the config")
       ->check(CLI::IsMember({"cuda", "cpu"}))
       ->capture_default_str();
   app.add_option("--write-config", o.write_config,
@@ -314,7 +316,7 @@ PlannerJob resolve_job(const PlanOptions& o) {
   // no files; the strategy fields are set per item.
   TrainConfig& b = job.base;
   b = o.base;
-  b.device = "meta";
+  b.device = o.device == "cpu" ? "meta-cpu" : "meta";
   b.steps = 1;
   b.eval_every = 0;
   b.progress = false;

@@ -68,7 +68,7 @@ struct PlanOptions {
   std::string fit;                 // the per-rank budget, e.g. "24GiB"; empty: no search
   int64_t tokens_per_rank = 0;     // LLaMA: examples per rank = this / seq
   double min_active_fraction = 0;  // smallest C the search may choose
-  std::string device = "cuda";     // of the written config
+  std::string device = "cuda";     // planned for: cuda or cpu (meta or meta-cpu steps)
   std::string write_config;        // FILE: the chosen row as an sdp-train --config
   int64_t choose = 1;              // the row written (1 = the first)
 };

@@ -192,9 +192,14 @@ std::string step_time_markdown(const PlanReport& rep, const Rows& all) {
                     "slowest rank |\n|---|---:|---:|---:|---:|---:|---:|---:|\n";
   for (const auto& r : all) {
     const StepTimeEstimate& t = r.s.step_time;
-    out += format("| ", r.name(), " | ", r.c(), " | ", fixed(t.compute_seconds, 4), " | ",
-                  fixed(t.comm_seconds, 4), " | ", fixed(t.exposed_comm_seconds, 4), " | ",
-                  fixed(t.seconds, 4), " | ", fixed(ratio(t.seconds, ddp), 3), " | ",
+    auto sec = [](double v) {
+      char buf[32];
+      std::snprintf(buf, sizeof buf, "%.4g", v);
+      return std::string(buf);
+    };
+    out += format("| ", r.name(), " | ", r.c(), " | ", sec(t.compute_seconds), " | ",
+                  sec(t.comm_seconds), " | ", sec(t.exposed_comm_seconds), " | ",
+                  sec(t.seconds), " | ", fixed(ratio(t.seconds, ddp), 3), " | ",
                   r.s.step_time_rank, " |\n");
   }
   return out;
@@ -213,8 +218,10 @@ std::string markdown(const PlanReport& rep) {
   std::string out = format("## sdp-plan: ", model->name(), " (",
                            fixed(static_cast<double>(model->parameter_count()) / 1e6, 1),
                            "M parameters) on ", rep.job.world, " ranks\n\n");
-  out += "One training step of every rank on the meta device: the bytes a CUDA device would "
-         "hold (512-byte blocks) and the bytes each rank sends by the ring formulas of docs/ARCHITECTURE.md "
+  out += std::string("One training step of every rank on the meta device: the bytes a ") +
+         (rep.job.base.device == "meta-cpu" ? "CPU run would hold (64-byte blocks)"
+                                            : "CUDA device would hold (512-byte blocks)") +
+         " and the bytes each rank sends by the ring formulas of docs/ARCHITECTURE.md "
          "\"Measurements\". " + setup_text(rep) + pipeline_text(rep.job) + "\n";
   out += format("Memory in ", unit, " (2^", unit == "GiB" ? 30 : 20,
                 " bytes). Communication per rank per step in MB (10^6 bytes), MiB (2^20 bytes) "

@@ -82,7 +82,7 @@ void add_options(CLI::App& app, CliOptions& o) {
   auto* run = app.add_option_group("Execution");
   run->add_option("--seed", c.seed, "Seed of initialization and data")
       ->check(integer_in(uint64_t{0}, std::numeric_limits<uint64_t>::max()));
-  run->add_option("--device", c.device, "cpu, meta (dry run) or cuda");
+  run->add_option("--device", c.device, "cpu, cuda, or a dry run: meta (the bytes of a CUDA run) or meta-cpu (of a CPU run)");
   run->add_option("--dtype", c.dtype,
                  "f32, f64 (cpu) or bf16 (cuda: bf16 parameters and activations, f32 master "
                  "weights, gradients and AdamW state)");

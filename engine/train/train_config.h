@@ -57,7 +57,9 @@ struct TrainConfig {
   int64_t recalibration_images = 1024;
   // reproducibility and execution
   uint64_t seed = 1234;
-  std::string device = "cpu";           // cpu | meta | cuda
+  // cpu | meta | meta-cpu | cuda; meta counts what a CUDA run would hold,
+  // meta-cpu what a CPU run would (the allocators' block sizes, workspaces)
+  std::string device = "cpu";
   std::string dtype = "f32";            // f32 | f64
   int threads = 0;                      // OpenMP threads, 0 = runtime default
   // How the job is parallelized (engine/parallel/parallel_settings.h):

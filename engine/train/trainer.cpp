@@ -29,6 +29,9 @@ std::unique_ptr<Allocator> make_allocator(const std::string& device) {
   // Meta runs report the bytes the CUDA allocator would hand out (512-byte
   // blocks, the CUDA kernels' workspaces).
   if (device == "meta") return std::make_unique<MetaAllocator>(512, Device::cuda);
+  // Or those the CPU allocator would (64-byte blocks, the CPU kernels'
+  // workspaces): a dry run of a CPU job.
+  if (device == "meta-cpu") return std::make_unique<MetaAllocator>(64, Device::cpu);
   if (device == "cuda") {
     // Fails with a clear message when no GPU or driver is present, or the
     // build has no CUDA.
@@ -37,7 +40,7 @@ std::unique_ptr<Allocator> make_allocator(const std::string& device) {
     return std::make_unique<cuda::DeviceAllocator>();
 #endif
   }
-  fail("device '", device, "' is not available (valid: cpu, meta, cuda)");
+  fail("device '", device, "' is not available (valid: cpu, meta, meta-cpu, cuda)");
 }
 
 DType parse_dtype(const std::string& s) {
@@ -85,7 +88,8 @@ Trainer::Trainer(const TrainConfig& config, std::unique_ptr<comm::Communicator> 
     fail("config: emulate_world is for single-process runs; this process is already rank ",
          world_->rank(), " of a ", world_->size(), "-rank job");
   alloc_ = allocator ? std::move(allocator) : make_allocator(config_.device);
-  SDP_CHECK(device_name(alloc_->device()) == config_.device, "allocator for device ",
+  SDP_CHECK(device_name(alloc_->device()) == (config_.device == "meta-cpu" ? "meta" : config_.device),
+            "allocator for device ",
             device_name(alloc_->device()), " given to a run configured for ", config_.device);
   if (config_.threads > 0) omp_set_num_threads(config_.threads);
   stream_ = std::make_unique<ops::ComputeStream>(alloc_->device());
@@ -449,7 +453,7 @@ Model& Trainer::gather_full_model(bool optimizer_state) {
          "backward masking or DDP, or evaluate and save from a CPU run");
   if (rank0 && !full_model_) {
     // A host copy in the state dtype (f32 for a bf16 run).
-    full_alloc_ = make_allocator(config_.device == "meta" ? "meta" : "cpu");
+    full_alloc_ = make_allocator(config_.device.rfind("meta", 0) == 0 ? config_.device : "cpu");
     full_model_ = make_model(config_.model, layout_.model_layout, facts_);
     full_model_->set_drop_path(model_->drop_path());  // its config.json says the run's rate
     full_model_->materialize(*full_alloc_, accum_dtype(model_->dtype()));
