@@ -215,6 +215,12 @@ StrategySteps measure_strategy(const PlannerJob& job, const StrategyRequest& req
   out.components = L.plan.components();
   out.owners = L.plan.components() > 0 ? static_cast<int>(L.plan.owners(0).size()) : job.replicas();
   out.spectral_gap = L.plan.spectral_gap();
+  out.owned_min = L.plan.components();
+  for (int d = 0; d < L.plan.world(); ++d) {
+    const int n = static_cast<int>(L.plan.owned(d).size());
+    out.owned_min = std::min(out.owned_min, n);
+    out.owned_max = std::max(out.owned_max, n);
+  }
 
   // The class of every rank (the plan is the same on every rank: the
   // trainer checks its hash), and one representative of each.

@@ -73,6 +73,7 @@ struct StrategySteps {
   std::string activation_checkpointing;  // none | block | every:K
   int components = 0;       // maskable components in the plan
   int owners = 0;           // owners per component r (every component has r)
+  int owned_min = 0, owned_max = 0;  // components a replica owns (the plan's rows)
   double spectral_gap = 1;
   std::vector<RankStep> ranks;  // by rank; empty when a budget stopped the measuring
   // The step-time model's estimate (engine/plan/step_time.h) of the slowest

@@ -10,6 +10,7 @@
 #include "engine/parallel/composition.h"
 #include "engine/parallel/strategy.h"
 #include "engine/parallel/strategy_table.h"
+#include "engine/plan/subnet_plan.h"
 #include "engine/train/trainer.h"
 #include "models/llama/llama_config.h"
 #include "models/registry.h"
@@ -199,6 +200,11 @@ void add_options(CLI::App& app, PlanOptions& o) {
       ->capture_default_str();
   app.add_option("--write-config", o.write_config,
                  "--fit: write the chosen configuration as an sdp-train --config JSON file");
+  app.add_option("--rank-memory", o.rank_memory,
+                 "Ranks of unequal memory: one budget per rank (e.g. 80GiB,80GiB,40GiB,40GiB, "
+                 "or per node 80GiBx8,40GiBx8). SDP plans become weighted: every component keeps "
+                 "r = round(C N) owners, each rank's share of them follows its budget; the "
+                 "report sets each rank's peak against its own budget");
   app.add_option("--choose", o.choose, "--fit: the row of the ranked list to write (1 = first)")
       ->check(app::integer_in(int64_t{1}, int64_t{1} << 20))
       ->capture_default_str();
@@ -303,6 +309,24 @@ PlannerJob resolve_job(const PlanOptions& o) {
     fail(o.write_config.empty() ? "--tokens-per-rank" : "--write-config",
          " needs --fit BUDGET (the search whose result it belongs to)");
   }
+  if (!o.rank_memory.empty()) {
+    if (!o.fit.empty())
+      fail("--rank-memory with --fit is not supported: the search fits one budget for every "
+           "rank; plan uneven ranks with --rank-memory and --strategies");
+    if (o.base.parallel.pipeline_stages > 1)
+      fail("--rank-memory with --pipeline-stages is not supported: a pipeline's plan is over "
+           "one stage's replicas, not the ranks the budgets name");
+    if (o.base.parallel.plan != "cyclic")
+      fail("--rank-memory builds a weighted plan; leave out --plan '", o.base.parallel.plan, "'");
+    try {
+      job.rank_budgets = parse_rank_weights(o.rank_memory);
+    } catch (const Error& e) {
+      fail("--rank-memory: ", e.what());
+    }
+    if (static_cast<int64_t>(job.rank_budgets.size()) != o.world)
+      fail("--rank-memory names ", job.rank_budgets.size(), " budgets for --world = ", o.world,
+           " ranks (valid: one per rank; VALUExCOUNT repeats one)");
+  }
   if (!o.calibrate.empty()) {
     std::vector<MeasuredRun> runs;
     for (const std::string& path : o.calibrate) runs.push_back(read_metrics(path));
@@ -324,6 +348,7 @@ PlannerJob resolve_job(const PlanOptions& o) {
   b.save_dir.clear();
   b.save_every = 0;
   b.resume.clear();
+  if (!job.rank_budgets.empty()) b.parallel.plan = "weighted:" + o.rank_memory;
   b.parallel.strategy = "ddp";
   b.parallel.active_fraction = 1.0;
   b.parallel.shard.clear();

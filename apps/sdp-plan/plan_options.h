@@ -71,6 +71,8 @@ struct PlanOptions {
   std::string device = "cuda";     // planned for: cuda or cpu (meta or meta-cpu steps)
   std::string write_config;        // FILE: the chosen row as an sdp-train --config
   int64_t choose = 1;              // the row written (1 = the first)
+  // Per-rank memory ("80GiBx8,40GiBx8"): a weighted plan and per-rank budgets.
+  std::string rank_memory;
 };
 
 void add_options(CLI::App& app, PlanOptions& options);
@@ -100,6 +102,9 @@ struct PlannerJob {
   std::string fit_device = "cuda";
   std::string write_config;
   int choose = 1;
+  // --rank-memory: each rank's budget in bytes ([N]); empty without it. The
+  // plans are weighted by them (base.parallel.plan = "weighted:...").
+  std::vector<double> rank_budgets;
 };
 
 // "400Gb/s", "50GB/s", "1.5e10" (bytes/s): bytes per second; throws

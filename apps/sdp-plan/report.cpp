@@ -183,6 +183,43 @@ std::string time_model_text(const PlannerJob& job) {
   return out + ".";
 }
 
+// Ranks whose peak exceeds their own --rank-memory budget.
+std::vector<int> over_budget(const PlannerJob& job, const StrategySteps& s) {
+  std::vector<int> out;
+  for (const RankStep& r : s.ranks)
+    if (r.peak_bytes > job.rank_budgets[static_cast<size_t>(r.rank)]) out.push_back(r.rank);
+  return out;
+}
+
+template <typename Rows>
+std::string budget_markdown(const PlanReport& rep, const Rows& all, const std::string& unit,
+                            double unit_bytes) {
+  std::string out = format(
+      "\nEach rank against its own budget (--rank-memory; SDP plans weighted by the budgets, "
+      "every component keeping r owners):\n\n| strategy | C | owned per rank min..max | "
+      "ranks within budget | tightest rank | its peak / budget ", unit,
+      " |\n|---|---:|---:|---:|---:|---:|\n");
+  for (const auto& r : all) {
+    const StrategySteps& s = r.s;
+    int tight = 0;
+    double worst = -1;
+    for (const RankStep& k : s.ranks) {
+      const double use = k.peak_bytes / rep.job.rank_budgets[static_cast<size_t>(k.rank)];
+      if (use > worst) {
+        worst = use;
+        tight = k.rank;
+      }
+    }
+    const RankStep& t = s.ranks[static_cast<size_t>(tight)];
+    out += format("| ", r.name(), " | ", r.c(), " | ", s.owned_min, "..", s.owned_max, " | ",
+                  rep.job.world - static_cast<int>(over_budget(rep.job, s).size()), "/",
+                  rep.job.world, " | ", tight, " | ", fixed(t.peak_bytes / unit_bytes, 2), " / ",
+                  fixed(rep.job.rank_budgets[static_cast<size_t>(tight)] / unit_bytes, 2),
+                  " (", percent(worst), ") |\n");
+  }
+  return out;
+}
+
 template <typename Rows>
 std::string step_time_markdown(const PlanReport& rep, const Rows& all) {
   const double ddp = rep.strategies[static_cast<size_t>(rep.job.baseline)].step_time.seconds;
@@ -237,6 +274,8 @@ std::string markdown(const PlanReport& rep) {
                   " | ", mem(r.peak.min), " | ", percent(r.saving), " | ", mb(r.sent.mean), " [",
                   mib(r.sent.mean), "] | ", mb(r.sent.max), " [", mib(r.sent.max), "] | ",
                   fixed(r.comm_ratio, 3), " |\n");
+
+  if (!rep.job.rank_budgets.empty()) out += budget_markdown(rep, all, unit, u.memory);
 
   const std::vector<std::string> cats = categories();
   out += format("\nThe highest peak by category (", unit,
@@ -423,6 +462,10 @@ std::string json(const PlanReport& rep) {
          {"recompute_flops", summary_json(r.s.recompute_flops(), recompute)},
          {"comm_ratio_vs_ddp", r.comm_ratio},
          {"comm_ratio_max_vs_ddp", r.comm_ratio_max},
+         {"owned_per_rank", {{"min", r.s.owned_min}, {"max", r.s.owned_max}}},
+         {"ranks_over_budget", rep.job.rank_budgets.empty()
+                                   ? nlohmann::json()
+                                   : nlohmann::json(over_budget(rep.job, r.s))},
          {"step_time", [&] {
             nlohmann::json t = r.s.step_time.to_json();
             t["rank"] = r.s.step_time_rank;
@@ -456,6 +499,9 @@ std::string json(const PlanReport& rep) {
                               {"baseline", rep.job.baseline},
                               {"seconds", rep.seconds},
                               {"pipeline", pipeline},
+                              {"rank_memory", rep.job.rank_budgets.empty()
+                                                  ? nlohmann::json()
+                                                  : nlohmann::json(rep.job.rank_budgets)},
                               {"step_time_model", [&] {
                                  nlohmann::json m = rep.job.time_model.to_json();
                                  m["calibrated_from"] = rep.job.calibrated_from;

@@ -3,6 +3,7 @@
 #include "engine/core/config_field_error.h"
 #include "engine/core/config_limits.h"
 #include "engine/core/error.h"
+#include "engine/plan/subnet_plan.h"
 
 namespace sdp {
 
@@ -82,9 +83,17 @@ void ParallelSettings::validate() const {
   if (!row.takes_fraction && active_fraction != 1.0)
     invalid("active_fraction", active_fraction, " needs an SDP strategy (", row.name,
             " trains the whole model on every rank: C = 1)");
-  if (plan != "cyclic" && plan != "random" && !(plan.rfind("file:", 0) == 0 && plan.size() > 5))
+  if (plan.rfind("weighted:", 0) == 0) {
+    try {
+      parse_rank_weights(plan.substr(9));
+    } catch (const Error& e) {
+      invalid("plan", e.what());
+    }
+  } else if (plan != "cyclic" && plan != "random" &&
+             !(plan.rfind("file:", 0) == 0 && plan.size() > 5)) {
     invalid("plan", "'", plan, "' is invalid (valid: cyclic, random, file:PATH of an ownership "
-            "matrix)");
+            "matrix, weighted:W0,W1,... one weight per rank, e.g. weighted:80GiBx4,40GiBx4)");
+  }
   count("ffn_groups", ffn_groups, 0, L::kGroups);
   count("head_groups", head_groups, 0, L::kGroups);
   count("channel_groups", channel_groups, 0, L::kGroups);

@@ -17,10 +17,14 @@ StrategySpec StrategySpec::from_settings(const ParallelSettings& p, const std::s
   s.granularity = row.granularity;
   s.masking = row.masking;
   s.active_fraction = p.active_fraction;
-  if (p.plan.rfind("file:", 0) == 0)
+  if (p.plan.rfind("file:", 0) == 0) {
     s.plan_file = p.plan.substr(5);
-  else
+  } else if (p.plan.rfind("weighted:", 0) == 0) {
+    s.construction = PlanConstruction::weighted;
+    s.rank_weights = parse_rank_weights(p.plan.substr(9));
+  } else {
     s.construction = parse_plan_construction(p.plan);
+  }
   s.plan_seed = p.plan_seed;
   // 0 = automatic (models/registry.h), so that every model has a valid default.
   // Narrowed to int only within the config's bound: a wrapped count would
@@ -146,6 +150,7 @@ SubnetLayout SubnetLayout::build(const std::string& model, const StrategySpec& s
   req.active_fraction = spec.active_fraction;
   req.construction = spec.construction;
   req.seed = spec.plan_seed;
+  req.rank_weights = spec.rank_weights;
   try {
     if (!spec.plan_file.empty()) {
       L.plan = read_plan_file(spec.plan_file, L.replicas, static_cast<int>(maskable.size()));

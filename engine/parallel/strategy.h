@@ -29,6 +29,7 @@ struct StrategySpec {
   double active_fraction = 1.0;
   PlanConstruction construction = PlanConstruction::cyclic;
   std::string plan_file;  // a given ownership matrix (plan = file:PATH); empty = construct
+  std::vector<double> rank_weights;  // plan = weighted:LIST, one per replica
   uint64_t plan_seed = 0;
   int ffn_groups = 4, head_groups = 4;  // LLaMA neuron granularity
   int channel_groups = 8;               // ResNet neuron granularity

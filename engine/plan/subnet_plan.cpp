@@ -10,6 +10,7 @@
 #include <numeric>
 #include <sstream>
 
+#include "engine/checkpoint/byte_size.h"
 #include "engine/core/counter_rng.h"
 #include "engine/core/error.h"
 #include "engine/plan/spectral_gap.h"
@@ -19,13 +20,15 @@ namespace sdp {
 PlanConstruction parse_plan_construction(const std::string& name) {
   if (name == "cyclic") return PlanConstruction::cyclic;
   if (name == "random") return PlanConstruction::random;
-  fail("unknown plan construction '", name, "' (valid: cyclic, random)");
+  if (name == "weighted") return PlanConstruction::weighted;
+  fail("unknown plan construction '", name, "' (valid: cyclic, random, weighted)");
 }
 
 std::string_view plan_construction_name(PlanConstruction construction) {
   switch (construction) {
     case PlanConstruction::cyclic: return "cyclic";
     case PlanConstruction::random: return "random";
+    case PlanConstruction::weighted: return "weighted";
   }
   fail("plan construction ", static_cast<int>(construction), " is not a PlanConstruction");
 }
@@ -92,6 +95,34 @@ Matrix build_random(int world, int components, int r, uint64_t seed) {
   return owns;
 }
 
+Matrix build_weighted(int world, int components, int r, const std::vector<double>& weights) {
+  Matrix owns(static_cast<size_t>(world), std::vector<bool>(static_cast<size_t>(components)));
+  std::vector<int> load(static_cast<size_t>(world), 0);
+  std::vector<int> order(static_cast<size_t>(world));
+  for (int k = 0; k < components; ++k) {
+    std::iota(order.begin(), order.end(), 0);
+    // The r ranks that would carry the least per unit of weight after
+    // taking this component; partial sort: only the first r matter.
+    // Ties go to the ranks nearest after floor(k N / K), as a cyclic plan's
+    // windows start: always the lowest ranks would pair the same ranks
+    // again and again and could split the mask graph (a spectral gap of 0).
+    const int64_t start = static_cast<int64_t>(k) * world / components;
+    const auto after_start = [&](int rank) { return (rank - start + world) % world; };
+    std::partial_sort(order.begin(), order.begin() + r, order.end(), [&](int a, int b) {
+      const auto ua = static_cast<size_t>(a), ub = static_cast<size_t>(b);
+      const double pa = (load[ua] + 1) / weights[ua], pb = (load[ub] + 1) / weights[ub];
+      if (pa != pb) return pa < pb;
+      return after_start(a) < after_start(b);
+    });
+    for (int j = 0; j < r; ++j) {
+      const auto rank = static_cast<size_t>(order[static_cast<size_t>(j)]);
+      owns[rank][static_cast<size_t>(k)] = true;
+      ++load[rank];
+    }
+  }
+  return owns;
+}
+
 uint64_t matrix_hash(const Matrix& owns) {
   uint64_t h = splitmix64(stable_hash("sdp.subnet_plan"));
   auto mix = [&h](uint64_t word) { h = splitmix64(h ^ word); };
@@ -131,9 +162,20 @@ SubnetPlan SubnetPlan::build(const PlanRequest& q) {
     fail("subnet plan: active_fraction C = ", q.active_fraction,
          " is invalid (valid: (0, 1]; C = 1 is DDP)");
   const int r = owners_per_component(q);
+  if (q.construction == PlanConstruction::weighted) {
+    if (static_cast<int>(q.rank_weights.size()) != q.world)
+      fail("subnet plan: a weighted plan has ", q.rank_weights.size(), " rank weights for ",
+           q.world, " ranks (valid: one per rank)");
+    for (size_t i = 0; i < q.rank_weights.size(); ++i)
+      if (!(q.rank_weights[i] > 0) || !std::isfinite(q.rank_weights[i]))
+        fail("subnet plan: rank ", i, "'s weight ", q.rank_weights[i],
+             " is invalid (valid: a finite number > 0)");
+  }
   Matrix owns = q.construction == PlanConstruction::cyclic
                     ? build_cyclic(q.world, q.components, r)
-                    : build_random(q.world, q.components, r, q.seed);
+                : q.construction == PlanConstruction::random
+                    ? build_random(q.world, q.components, r, q.seed)
+                    : build_weighted(q.world, q.components, r, q.rank_weights);
   return SubnetPlan(std::move(owns), q.active_fraction,
                     std::string(plan_construction_name(q.construction)), q.seed);
 }
@@ -193,9 +235,53 @@ SubnetPlan::SubnetPlan(std::vector<std::vector<bool>> owns, double active_fracti
 }
 
 std::string SubnetPlan::cache_key(const PlanRequest& q) {
-  return format("build:", plan_construction_name(q.construction), ":", q.world, ":",
-                q.components, ":", std::bit_cast<uint64_t>(q.active_fraction), ":", q.seed, ":",
-                q.owners);
+  std::string key = format("build:", plan_construction_name(q.construction), ":", q.world, ":",
+                           q.components, ":", std::bit_cast<uint64_t>(q.active_fraction), ":",
+                           q.seed, ":", q.owners);
+  for (double w : q.rank_weights) key += ":" + std::to_string(std::bit_cast<uint64_t>(w));
+  return key;
+}
+
+std::vector<double> parse_rank_weights(const std::string& list) {
+  std::vector<double> out;
+  const auto bad = [&](const std::string& item, const std::string& why) {
+    fail("rank weights '", list, "': item '", item, "' ", why,
+         " (valid: comma-separated sizes such as 80GiB or numbers > 0, each optionally "
+         "followed by xCOUNT to repeat it, e.g. 80GiBx4,40GiBx4)");
+  };
+  size_t start = 0;
+  while (start <= list.size()) {
+    const size_t comma = list.find(',', start);
+    const std::string item =
+        list.substr(start, comma == std::string::npos ? std::string::npos : comma - start);
+    std::string value = item;
+    long long count = 1;
+    if (const size_t x = item.rfind('x'); x != std::string::npos && x + 1 < item.size()) {
+      size_t used = 0;
+      try {
+        count = std::stoll(item.substr(x + 1), &used);
+      } catch (const std::exception&) {
+        bad(item, "has a repeat count that is not a number");
+      }
+      if (used != item.size() - x - 1 || count < 1 || count > (1 << 20))
+        bad(item, "has a repeat count that is not an integer in [1, 1048576]");
+      value = item.substr(0, x);
+    }
+    if (value.empty()) bad(item, "is empty");
+    double weight = 0;
+    const bool digits_only = value.find_first_not_of("0123456789.eE+-") == std::string::npos;
+    try {
+      weight = digits_only ? std::stod(value)
+                           : static_cast<double>(checkpoint::parse_byte_size(value, "rank weight"));
+    } catch (const std::exception&) {
+      bad(item, "is not a size or a number");
+    }
+    if (!(weight > 0) || !std::isfinite(weight)) bad(item, "is not > 0");
+    out.insert(out.end(), static_cast<size_t>(count), weight);
+    if (comma == std::string::npos) break;
+    start = comma + 1;
+  }
+  return out;
 }
 
 SubnetPlan SubnetPlan::cached(const std::string& key, const std::function<SubnetPlan()>& make) {

@@ -16,7 +16,13 @@
 //   broken by seeded counter-based draws, so the same seed gives the same plan
 //   on every process and platform.
 // Both are balanced: every rank owns floor(r K / N) or ceil(r K / N)
-// components (all equal when N divides r K). C = 1 gives r = N, the all-ones
+// components (all equal when N divides r K).
+// - weighted (ranks of unequal memory): every component still gets r
+//   owners, and rank i's share of the r K ownerships follows its weight w_i:
+//   components in order each take the r ranks with the least load per weight
+//   (the smallest (owned_i + 1) / w_i; ties to the ranks nearest after
+//   floor(k N / K), where a cyclic window would start), so rank i
+//   ends within one component of r K w_i / sum(w), capped at K. C = 1 gives r = N, the all-ones
 // plan, which is DDP. When r K < N some ranks own nothing and train only the
 // shared parameters; table() warns about it.
 #include <cstdint>
@@ -30,7 +36,7 @@
 
 namespace sdp {
 
-enum class PlanConstruction : uint8_t { cyclic, random };
+enum class PlanConstruction : uint8_t { cyclic, random, weighted };
 
 // Throws sdp::Error listing the valid names for an unknown one.
 PlanConstruction parse_plan_construction(const std::string& name);
@@ -43,7 +49,14 @@ struct PlanRequest {
   PlanConstruction construction = PlanConstruction::cyclic;
   uint64_t seed = 0;  // random construction only
   int owners = 0;     // owners per component; 0 = round(C N), which must be >= 1
+  std::vector<double> rank_weights;  // weighted construction: [N], each > 0
 };
+
+// "weighted:80GiB,80GiB,40GiB,40GiB" or "weighted:2x4,1x4" (a value, then x
+// and a repeat count): the rank weights of a weighted plan, one per rank,
+// sizes in bytes (engine/checkpoint/byte_size.h) or plain numbers. Throws
+// sdp::Error naming the first bad item and the valid forms.
+std::vector<double> parse_rank_weights(const std::string& list);
 
 class SubnetPlan {
  public:

@@ -154,6 +154,51 @@ TEST_CASE("communication counters equal the analytic volume of the plan", "[mpi]
   }
 }
 
+TEST_CASE("an uneven plan (ranks weighted 3:1) trains with identical owners and the plan's "
+          "analytic traffic and state", "[mpi][train]") {
+  SDP_MPI_NEEDS_RANKS(2);
+  // The first half of the ranks has three times the memory of the second.
+  std::string weights;
+  for (int r = 0; r < size(); ++r) weights += std::string(r ? "," : "") + (r < size() / 2 ? "3" : "1");
+  for (const char* strategy : kSdpStrategies) {
+    CAPTURE(strategy, weights);
+    TrainConfig c = mini_job_config(strategy, 0.5);
+    c.parallel.plan = "weighted:" + weights;
+    Trainer t(c, world());
+    const SubnetLayout& L = t.layout();
+    // Every component keeps r owners; the heavy ranks own more of them.
+    const int r = static_cast<int>(std::lround(0.5 * size()));
+    for (int k = 0; k < L.plan.components(); ++k)
+      CHECK(static_cast<int>(L.plan.owners(k).size()) == r);
+    CHECK(L.plan.owned(0).size() > L.plan.owned(size() - 1).size());
+
+    const ParameterSet& p = t.model().params();
+    const StateBytes want_state = expected_state(L, p, t.allocator(), rank());
+    CHECK(want_state.flags_follow_plan);
+    CHECK(t.allocator().stats().current(MemCategory::param) == want_state.params);
+    CHECK(t.allocator().stats().current(MemCategory::optim) == want_state.moments);
+    for (int s = 0; s < 3; ++s) {
+      const StepResult step = t.train_step();
+      const StepTraffic want = analytic_step_traffic(L, p, rank());
+      const auto& ops = step.comm["by_op"];
+      CHECK(ops["all_reduce"]["sent_bytes"].get<double>() ==
+            Approx(want.reduce_bytes).epsilon(1e-12));
+      CHECK(ops["all_reduce"]["calls"].get<int64_t>() == want.reduce_calls);
+      CHECK(ops["broadcast"]["sent_bytes"].get<double>() == want.broadcast_bytes);
+      for (int g = 0; g < p.group_count(); ++g) {
+        const uint64_t mine = p.group_decl(g).materialized ? bytes_hash(p.group_params(g)) : 0;
+        std::vector<uint64_t> all(static_cast<size_t>(size()));
+        MPI_Allgather(&mine, 1, MPI_UINT64_T, all.data(), 1, MPI_UINT64_T, MPI_COMM_WORLD);
+        const StorageGroup& sg = L.groups[static_cast<size_t>(g)];
+        const std::vector<int> holders =
+            L.spec.masking == Masking::backward ? L.groups[0].owners : sg.owners;
+        for (int h : holders)
+          CHECK(all[static_cast<size_t>(h)] == all[static_cast<size_t>(holders[0])]);
+      }
+    }
+  }
+}
+
 TEST_CASE("an emulated rank holds and sends exactly what the real rank does", "[mpi][train]") {
   for (const char* strategy : {"b-sdp", "n-sdp", "nb-sdp"}) {
     CAPTURE(strategy);
