@@ -157,7 +157,9 @@ TEST_CASE("parallel settings: validation names the field and what is valid",
                  "' is invalid (valid: none, block, every:K with K a positive integer)"));
   ParallelSettings plan = settings("b-sdp", 0.5);
   plan.plan = "ring";
-  CHECK(error_of(plan, "plan") == "config: plan = 'ring' is invalid (valid: cyclic, random, file:PATH of an ownership matrix)");
+  CHECK(error_of(plan, "plan") ==
+        "config: plan = 'ring' is invalid (valid: cyclic, random, file:PATH of an ownership "
+        "matrix, weighted:W0,W1,... one weight per rank, e.g. weighted:80GiBx4,40GiBx4)");
   ParallelSettings groups = settings("n-sdp", 0.5);
   groups.channel_groups = -1;
   CHECK(error_of(groups, "channel_groups") ==

@@ -372,3 +372,67 @@ TEST_CASE("impossible plan requests are refused with what would work", "[plan]")
   REQUIRE_THROWS_WITH(plan.owned(-1), Contains("rank -1 is out of range"));
   REQUIRE_THROWS_WITH(plan.owner_set_of(-1), Contains("component -1 is out of range"));
 }
+
+TEST_CASE("weighted plans keep r owners per component and share them by weight", "[plan]") {
+  REQUIRE(parse_plan_construction("weighted") == PlanConstruction::weighted);
+  int checked = 0;
+  for (int n : {2, 3, 4, 6, 8, 16})
+    for (int k : {1, 4, 7, 16, 48, 128})
+      for (double c : {0.25, 0.5, 0.75})
+        for (int heavy : {1, 2, 4}) {
+          const long r = std::lround(c * n);
+          if (r < 1) continue;
+          // The first half of the ranks weighs `heavy`, the rest 1.
+          PlanRequest q = request(n, k, c, PlanConstruction::weighted, 0);
+          q.rank_weights.assign(static_cast<size_t>(n), 1.0);
+          for (int i = 0; i < n / 2; ++i) q.rank_weights[static_cast<size_t>(i)] = heavy;
+          CAPTURE(n, k, c, heavy);
+          const SubnetPlan plan = SubnetPlan::build(q);
+          for (int comp = 0; comp < k; ++comp)
+            REQUIRE(static_cast<long>(plan.owners(comp).size()) == r);
+          // The weighted shares: min(K, lambda w_i) summing to r K (a rank
+          // owns a component at most once, so a capped rank's excess goes
+          // to the others), lambda by bisection.
+          const auto shares = [&](double lambda) {
+            double sum = 0;
+            for (double w : q.rank_weights) sum += std::min<double>(k, lambda * w);
+            return sum;
+          };
+          double lo = 0, hi = static_cast<double>(k);
+          for (int it = 0; it < 200; ++it) (shares((lo + hi) / 2) < r * k ? lo : hi) = (lo + hi) / 2;
+          for (int i = 0; i < n; ++i) {
+            // Within one component of its share.
+            const double share = std::min<double>(k, hi * q.rank_weights[static_cast<size_t>(i)]);
+            const double owned = static_cast<double>(plan.owned(i).size());
+            CHECK(std::abs(owned - share) < 1.0 + 1e-9);
+          }
+          ++checked;
+        }
+  REQUIRE(checked > 200);
+  // Equal weights share like the other constructions: within one of r K / N.
+  PlanRequest q = request(6, 16, 0.5, PlanConstruction::weighted, 0);
+  q.rank_weights.assign(6, 2.0);
+  check_built_plan(SubnetPlan::build(q), 6, 16, 3);
+}
+
+TEST_CASE("weighted plans mix their ranks: 2:2:1:1 on four blocks has a positive gap",
+          "[plan]") {
+  PlanRequest q = request(4, 4, 0.5, PlanConstruction::weighted, 0);
+  q.rank_weights = {2, 2, 1, 1};
+  const SubnetPlan plan = SubnetPlan::build(q);
+  CHECK(plan.owned(0).size() == 3);
+  CHECK(plan.owned(3).size() == 1);
+  CHECK(plan.spectral_gap() > 0.3);
+}
+
+TEST_CASE("rank weights parse sizes, numbers and repeats, and refuse the rest", "[plan]") {
+  CHECK(parse_rank_weights("2,2,1,1") == std::vector<double>{2, 2, 1, 1});
+  CHECK(parse_rank_weights("80GiBx2,40GiB") ==
+        std::vector<double>{80.0 * (1ull << 30), 80.0 * (1ull << 30), 40.0 * (1ull << 30)});
+  CHECK(parse_rank_weights("1.5x3") == std::vector<double>{1.5, 1.5, 1.5});
+  for (const char* bad : {"", "2,,1", "0", "-1", "2x0", "2xq", "abc"})
+    CHECK_THROWS_WITH(parse_rank_weights(bad), Contains("rank weights") && Contains("valid:"));
+  PlanRequest q = request(4, 4, 0.5, PlanConstruction::weighted, 0);
+  q.rank_weights = {1, 1, 1};
+  CHECK_THROWS_WITH(SubnetPlan::build(q), Contains("3 rank weights for 4 ranks"));
+}

@@ -96,8 +96,11 @@ void add_options(CLI::App& app, CliOptions& o) {
   par->add_option("--active-fraction", p.active_fraction,
                   "C in (0, 1]: share of components each rank owns (ddp, fsdp: 1)");
   par->add_option("--plan", p.plan,
-                  "Subnet plan: cyclic, random, or file:PATH (an ownership matrix, {\"matrix\": "
-                  "[\"1010\", \"0101\"]}: a row of 0/1 per rank, or per replica of a pipeline stage)");
+                  "Subnet plan: cyclic, random, weighted:W0,W1,... (ranks of unequal memory: one "
+                  "weight or size per rank, e.g. weighted:80GiBx4,40GiBx4; each component keeps "
+                  "round(C N) owners, each rank's share of them follows its weight), or file:PATH "
+                  "(an ownership matrix, {\"matrix\": [\"1010\", \"0101\"]}: a row of 0/1 per "
+                  "rank, or per replica of a pipeline stage)");
   par->add_option("--plan-seed", p.plan_seed, "Seed of random plans")
       ->check(integer_in(uint64_t{0}, std::numeric_limits<uint64_t>::max()));
   par->add_option("--ffn-groups", p.ffn_groups,

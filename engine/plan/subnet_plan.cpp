@@ -95,31 +95,54 @@ Matrix build_random(int world, int components, int r, uint64_t seed) {
   return owns;
 }
 
+// Integer quotas q_i summing to r K: the shares min(K, lambda w_i) that sum
+// to r K (lambda by bisection), floored, and the remaining ownerships to the
+// largest remainders (ties to the lower rank), never above K.
+std::vector<int> weighted_quotas(int components, int r, const std::vector<double>& weights) {
+  const double total = static_cast<double>(r) * components;
+  const auto share = [&](double lambda, double w) { return std::min<double>(components, lambda * w); };
+  double lo = 0, hi = 1;
+  const auto sum_at = [&](double lambda) {
+    double sum = 0;
+    for (double w : weights) sum += share(lambda, w);
+    return sum;
+  };
+  while (sum_at(hi) < total) hi *= 2;
+  for (int it = 0; it < 200; ++it) ((sum_at((lo + hi) / 2) < total) ? lo : hi) = (lo + hi) / 2;
+  std::vector<int> quota(weights.size());
+  std::vector<double> remainder(weights.size());
+  int64_t given = 0;
+  for (size_t i = 0; i < weights.size(); ++i) {
+    const double s = share(hi, weights[i]);
+    quota[i] = static_cast<int>(std::floor(s + 1e-9));
+    remainder[i] = s - quota[i];
+    given += quota[i];
+  }
+  std::vector<size_t> order(weights.size());
+  std::iota(order.begin(), order.end(), size_t{0});
+  std::stable_sort(order.begin(), order.end(),
+                   [&](size_t a, size_t b) { return remainder[a] > remainder[b]; });
+  for (size_t j = 0; given < static_cast<int64_t>(total); j = (j + 1) % order.size())
+    if (quota[order[j]] < components) {
+      ++quota[order[j]];
+      ++given;
+    }
+  return quota;
+}
+
+// The ranks' quotas laid end to end in rank order as r K slots; component k
+// takes slots k, k + K, ..., k + (r - 1) K. A rank's run of at most K
+// consecutive slots holds at most one of any K apart, so the r owners are
+// distinct, and it maps to a cyclic window of components: with equal
+// weights this is the cyclic plan's shape, windows overlapping along the
+// ring so that the mask graph stays connected.
 Matrix build_weighted(int world, int components, int r, const std::vector<double>& weights) {
   Matrix owns(static_cast<size_t>(world), std::vector<bool>(static_cast<size_t>(components)));
-  std::vector<int> load(static_cast<size_t>(world), 0);
-  std::vector<int> order(static_cast<size_t>(world));
-  for (int k = 0; k < components; ++k) {
-    std::iota(order.begin(), order.end(), 0);
-    // The r ranks that would carry the least per unit of weight after
-    // taking this component; partial sort: only the first r matter.
-    // Ties go to the ranks nearest after floor(k N / K), as a cyclic plan's
-    // windows start: always the lowest ranks would pair the same ranks
-    // again and again and could split the mask graph (a spectral gap of 0).
-    const int64_t start = static_cast<int64_t>(k) * world / components;
-    const auto after_start = [&](int rank) { return (rank - start + world) % world; };
-    std::partial_sort(order.begin(), order.begin() + r, order.end(), [&](int a, int b) {
-      const auto ua = static_cast<size_t>(a), ub = static_cast<size_t>(b);
-      const double pa = (load[ua] + 1) / weights[ua], pb = (load[ub] + 1) / weights[ub];
-      if (pa != pb) return pa < pb;
-      return after_start(a) < after_start(b);
-    });
-    for (int j = 0; j < r; ++j) {
-      const auto rank = static_cast<size_t>(order[static_cast<size_t>(j)]);
-      owns[rank][static_cast<size_t>(k)] = true;
-      ++load[rank];
-    }
-  }
+  const std::vector<int> quota = weighted_quotas(components, r, weights);
+  int64_t slot = 0;
+  for (int rank = 0; rank < world; ++rank)
+    for (int j = 0; j < quota[static_cast<size_t>(rank)]; ++j, ++slot)
+      owns[static_cast<size_t>(rank)][static_cast<size_t>(slot % components)] = true;
   return owns;
 }
 

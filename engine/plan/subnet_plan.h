@@ -18,13 +18,13 @@
 // Both are balanced: every rank owns floor(r K / N) or ceil(r K / N)
 // components (all equal when N divides r K).
 // - weighted (ranks of unequal memory): every component still gets r
-//   owners, and rank i's share of the r K ownerships follows its weight w_i:
-//   components in order each take the r ranks with the least load per weight
-//   (the smallest (owned_i + 1) / w_i; ties to the ranks nearest after
-//   floor(k N / K), where a cyclic window would start), so rank i
-//   ends within one component of r K w_i / sum(w), capped at K. C = 1 gives r = N, the all-ones
-// plan, which is DDP. When r K < N some ranks own nothing and train only the
-// shared parameters; table() warns about it.
+//   owners, and rank i owns q_i components, q_i within one of its share
+//   min(K, lambda w_i) of the r K ownerships (the shares summing to r K):
+//   the quotas are laid end to end in rank order as r K slots and component
+//   k takes slots k, k + K, ..., so each rank owns a cyclic window of
+//   components, as in a cyclic plan (which equal weights reproduce in shape).
+// C = 1 gives r = N, the all-ones plan, which is DDP. When r K < N some ranks
+// own nothing and train only the shared parameters; table() warns about it.
 #include <cstdint>
 #include <functional>
 #include <memory>
