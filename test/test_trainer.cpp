@@ -101,7 +101,7 @@ TEST_CASE("train configs are validated field by field", "[trainer][errors]") {
   REQUIRE_THROWS_WITH(c.validate(), Catch::Contains("batch = 0 is invalid (valid: [1, 16777216])"));
   c = small_run();
   c.device = "tpu";
-  REQUIRE_THROWS_WITH(c.validate(), Catch::Contains("valid: cpu, meta, cuda"));
+  REQUIRE_THROWS_WITH(c.validate(), Catch::Contains("valid: cpu, meta, meta-cpu, cuda"));
   REQUIRE_THROWS_WITH(TrainConfig::from_json({{"bacth", 3}}), Catch::Contains("unknown field 'bacth'"));
   REQUIRE_THROWS_WITH(TrainConfig::from_json({{"lr", "fast"}}), Catch::Contains("field 'lr' has the wrong type"));
   c = small_run();

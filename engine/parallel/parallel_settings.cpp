@@ -3,7 +3,7 @@
 #include "engine/core/config_field_error.h"
 #include "engine/core/config_limits.h"
 #include "engine/core/error.h"
-#include "engine/plan/subnet_plan.h"
+#include "engine/plan/rank_weights.h"
 
 namespace sdp {
 

@@ -34,6 +34,8 @@
 
 #include <nlohmann/json.hpp>
 
+#include "engine/plan/rank_weights.h"
+
 namespace sdp {
 
 enum class PlanConstruction : uint8_t { cyclic, random, weighted };
@@ -52,11 +54,6 @@ struct PlanRequest {
   std::vector<double> rank_weights;  // weighted construction: [N], each > 0
 };
 
-// "weighted:80GiB,80GiB,40GiB,40GiB" or "weighted:2x4,1x4" (a value, then x
-// and a repeat count): the rank weights of a weighted plan, one per rank,
-// sizes in bytes (engine/checkpoint/byte_size.h) or plain numbers. Throws
-// sdp::Error naming the first bad item and the valid forms.
-std::vector<double> parse_rank_weights(const std::string& list);
 
 class SubnetPlan {
  public:
