@@ -84,8 +84,10 @@ def main():
                              "predicted_from_ddp": from_ddp[label],
                              "predicted_from_all": from_all[label],
                              "model_from_ddp": model_ddp, "model_from_all": model_all})
+    cpu = next((l.split(":", 1)[1].strip() for l in open("/proc/cpuinfo")
+                if l.startswith("model name")), platform.machine())
     print(f"LLaMA {model}, batch {batch} x seq {seq}, one thread per rank, {steps} steps, "
-          f"median step ({platform.processor() or platform.machine()})\n")
+          f"median step ({cpu})\n")
     print("| ranks | strategy | measured s | predicted s (DDP-calibrated) | ratio | "
           "predicted s (all-calibrated) | ratio |")
     print("|---:|---|---:|---:|---:|---:|---:|")
