@@ -15,6 +15,7 @@
 #include "apps/sdp-plan/report.h"
 #include "engine/checkpoint/json_file.h"
 #include "engine/core/error.h"
+#include "engine/parallel/strategy_table.h"
 
 namespace {
 
@@ -52,6 +53,7 @@ int run_fit(const sdp::planner::PlannerJob& job) {
 
 int main(int argc, char** argv) {
   using namespace sdp::planner;
+  using sdp::find_strategy;
   CLI::App app{
       "sdp-plan: per-rank peak memory and communication of DDP and SDP strategies for a LLaMA "
       "model on N ranks, from one meta-device step of every rank (no MPI, no GPU).\n"
@@ -74,6 +76,13 @@ int main(int argc, char** argv) {
     report.seconds =
         std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
     write_text(render(report), report.job.output);
+    if (!report.job.write_plan.empty())
+      for (const StrategySteps& s : report.strategies)
+        if (s.components > 0 && find_strategy(s.request.strategy)->takes_fraction) {
+          sdp::checkpoint::write_json_atomically(report.job.write_plan, s.plan.to_json());
+          std::fprintf(stderr, "sdp-plan: wrote the plan of %s (C = %g) to %s\n",
+                       s.label.c_str(), s.request.active_fraction, report.job.write_plan.c_str());
+        }
     return 0;
   } catch (const std::bad_alloc&) {
     // The sizes known up front (the plan's dense rank matrix) are checked

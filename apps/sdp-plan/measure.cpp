@@ -215,6 +215,7 @@ StrategySteps measure_strategy(const PlannerJob& job, const StrategyRequest& req
   out.components = L.plan.components();
   out.owners = L.plan.components() > 0 ? static_cast<int>(L.plan.owners(0).size()) : job.replicas();
   out.spectral_gap = L.plan.spectral_gap();
+  out.plan = L.plan;
   out.owned_min = L.plan.components();
   for (int d = 0; d < L.plan.world(); ++d) {
     const int n = static_cast<int>(L.plan.owned(d).size());

@@ -22,6 +22,7 @@
 
 #include "apps/sdp-plan/plan_options.h"
 #include "engine/plan/step_time.h"
+#include "engine/plan/subnet_plan.h"
 
 namespace sdp::planner {
 
@@ -74,6 +75,7 @@ struct StrategySteps {
   int components = 0;       // maskable components in the plan
   int owners = 0;           // owners per component r (every component has r)
   int owned_min = 0, owned_max = 0;  // components a replica owns (the plan's rows)
+  SubnetPlan plan;          // the ownership plan (shared, not copied)
   double spectral_gap = 1;
   std::vector<RankStep> ranks;  // by rank; empty when a budget stopped the measuring
   // The step-time model's estimate (engine/plan/step_time.h) of the slowest

@@ -205,6 +205,9 @@ void add_options(CLI::App& app, PlanOptions& o) {
                  "or per node 80GiBx8,40GiBx8). SDP plans become weighted: every component keeps "
                  "r = round(C N) owners, each rank's share of them follows its budget; the "
                  "report sets each rank's peak against its own budget");
+  app.add_option("--write-plan", o.write_plan,
+                 "Write the ownership plan of the one SDP item of --strategies as JSON ({\"matrix\": "
+                 "[\"0101...\", ...]}, one row per rank), which sdp-train --plan file:PATH trains");
   app.add_option("--choose", o.choose, "--fit: the row of the ranked list to write (1 = first)")
       ->check(app::integer_in(int64_t{1}, int64_t{1} << 20))
       ->capture_default_str();
@@ -327,6 +330,7 @@ PlannerJob resolve_job(const PlanOptions& o) {
       fail("--rank-memory names ", job.rank_budgets.size(), " budgets for --world = ", o.world,
            " ranks (valid: one per rank; VALUExCOUNT repeats one)");
   }
+  job.write_plan = o.write_plan;
   if (!o.calibrate.empty()) {
     std::vector<MeasuredRun> runs;
     for (const std::string& path : o.calibrate) runs.push_back(read_metrics(path));
@@ -410,6 +414,15 @@ PlannerJob resolve_job(const PlanOptions& o) {
     } catch (const Error& e) {
       fail("--strategies item '", s.text, "': ", e.what());
     }
+  }
+  if (!job.write_plan.empty()) {
+    int sdp_items = 0;
+    for (const StrategyRequest& s : job.strategies)
+      sdp_items += find_strategy(s.strategy)->takes_fraction;
+    if (sdp_items != 1 || job.fit_budget_bytes > 0)
+      fail("--write-plan writes the plan of one SDP item; --strategies has ", sdp_items,
+           job.fit_budget_bytes > 0 ? " and --fit searches many" : "",
+           " (valid: exactly one of b-sdp, n-sdp, bb-sdp, nb-sdp, e.g. --strategies b-sdp:0.5)");
   }
   return job;
 }

@@ -73,6 +73,7 @@ struct PlanOptions {
   int64_t choose = 1;              // the row written (1 = the first)
   // Per-rank memory ("80GiBx8,40GiBx8"): a weighted plan and per-rank budgets.
   std::string rank_memory;
+  std::string write_plan;  // FILE: the one SDP item's ownership matrix
 };
 
 void add_options(CLI::App& app, PlanOptions& options);
@@ -105,6 +106,7 @@ struct PlannerJob {
   // --rank-memory: each rank's budget in bytes ([N]); empty without it. The
   // plans are weighted by them (base.parallel.plan = "weighted:...").
   std::vector<double> rank_budgets;
+  std::string write_plan;
 };
 
 // "400Gb/s", "50GB/s", "1.5e10" (bytes/s): bytes per second; throws

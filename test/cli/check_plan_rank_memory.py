@@ -6,12 +6,16 @@ sdp-plan --rank-memory on ranks of unequal memory (mini, 4 ranks, budgets
 per component while the large ranks own more components and peak higher
 than the small ones; ranks_over_budget lists exactly the ranks whose peak
 exceeds their own budget (DDP, which cannot shrink, overflows the small
-ranks); the plan's spectral gap is positive (the ranks still mix).
+ranks); the plan's spectral gap is positive (the ranks still mix); and
+--write-plan writes the weighted matrix (every component 2 owners, the
+large ranks owning more) in the form sdp-train --plan file:PATH reads.
 Exits 1 naming the first failure.
 """
 import json
+import os
 import subprocess
 import sys
+import tempfile
 
 MIB = 1 << 20
 BUDGETS = [10 * MIB, 10 * MIB, 5 * MIB, 5 * MIB]
@@ -46,6 +50,18 @@ def main():
         if not s["spectral_gap"] > 0:
             failures.append(f"{name}: spectral gap {s['spectral_gap']}: the plan splits the ranks")
         print(f"{name}: owned {owned['min']}..{owned['max']}, peaks {peaks}, over budget {over}")
+    with tempfile.TemporaryDirectory() as tmp:
+        path = os.path.join(tmp, "plan.json")
+        subprocess.run([sys.argv[1], "--model", "mini", "--world", "4", "--batch", "2", "--seq",
+                        "32", "--rank-memory", "10MiBx2,5MiBx2", "--strategies", "b-sdp:0.5",
+                        "--write-plan", path], check=True, capture_output=True)
+        matrix = json.load(open(path))["matrix"]
+        owners = [sum(row[k] == "1" for row in matrix) for k in range(len(matrix[0]))]
+        owned = [row.count("1") for row in matrix]
+        if len(matrix) != 4 or set(owners) != {2} or min(owned[:2]) <= max(owned[2:]):
+            failures.append(f"--write-plan matrix {matrix}: owners per component {owners}, "
+                            f"owned per rank {owned}")
+        print(f"written plan {matrix}")
     for f in failures:
         print("FAIL:", f)
     if failures:

@@ -9,11 +9,13 @@
 
 #include <cmath>
 #include <filesystem>
+#include <set>
 #include <string_view>
 
 #include <unistd.h>
 
 #include "comm/mpi_runtime.h"
+#include "engine/checkpoint/json_file.h"
 #include "engine/core/counter_rng.h"
 #include "engine/parallel/owner_groups.h"
 #include "engine/train/trainer.h"
@@ -154,6 +156,41 @@ TEST_CASE("communication counters equal the analytic volume of the plan", "[mpi]
   }
 }
 
+namespace {
+
+// Three steps of `t`: its state is what its plan asks of this rank, every
+// step's traffic the plan's analytic volume, and the holders of every group
+// bit-identical after each step.
+void check_uneven_training(Trainer& t) {
+  const SubnetLayout& L = t.layout();
+  const ParameterSet& p = t.model().params();
+  const StateBytes want_state = expected_state(L, p, t.allocator(), rank());
+  CHECK(want_state.flags_follow_plan);
+  CHECK(t.allocator().stats().current(MemCategory::param) == want_state.params);
+  CHECK(t.allocator().stats().current(MemCategory::optim) == want_state.moments);
+  for (int s = 0; s < 3; ++s) {
+    const StepResult step = t.train_step();
+    const StepTraffic want = analytic_step_traffic(L, p, rank());
+    const auto& ops = step.comm["by_op"];
+    CHECK(ops["all_reduce"]["sent_bytes"].get<double>() ==
+          Approx(want.reduce_bytes).epsilon(1e-12));
+    CHECK(ops["all_reduce"]["calls"].get<int64_t>() == want.reduce_calls);
+    CHECK(ops["broadcast"]["sent_bytes"].get<double>() == want.broadcast_bytes);
+    for (int g = 0; g < p.group_count(); ++g) {
+      const uint64_t mine = p.group_decl(g).materialized ? bytes_hash(p.group_params(g)) : 0;
+      std::vector<uint64_t> all(static_cast<size_t>(size()));
+      MPI_Allgather(&mine, 1, MPI_UINT64_T, all.data(), 1, MPI_UINT64_T, MPI_COMM_WORLD);
+      const StorageGroup& sg = L.groups[static_cast<size_t>(g)];
+      const std::vector<int> holders =
+          L.spec.masking == Masking::backward ? L.groups[0].owners : sg.owners;
+      for (int h : holders)
+        CHECK(all[static_cast<size_t>(h)] == all[static_cast<size_t>(holders[0])]);
+    }
+  }
+}
+
+}  // namespace
+
 TEST_CASE("an uneven plan (ranks weighted 3:1) trains with identical owners and the plan's "
           "analytic traffic and state", "[mpi][train]") {
   SDP_MPI_NEEDS_RANKS(2);
@@ -171,31 +208,42 @@ TEST_CASE("an uneven plan (ranks weighted 3:1) trains with identical owners and 
     for (int k = 0; k < L.plan.components(); ++k)
       CHECK(static_cast<int>(L.plan.owners(k).size()) == r);
     CHECK(L.plan.owned(0).size() > L.plan.owned(size() - 1).size());
+    check_uneven_training(t);
+  }
+}
 
-    const ParameterSet& p = t.model().params();
-    const StateBytes want_state = expected_state(L, p, t.allocator(), rank());
-    CHECK(want_state.flags_follow_plan);
-    CHECK(t.allocator().stats().current(MemCategory::param) == want_state.params);
-    CHECK(t.allocator().stats().current(MemCategory::optim) == want_state.moments);
-    for (int s = 0; s < 3; ++s) {
-      const StepResult step = t.train_step();
-      const StepTraffic want = analytic_step_traffic(L, p, rank());
-      const auto& ops = step.comm["by_op"];
-      CHECK(ops["all_reduce"]["sent_bytes"].get<double>() ==
-            Approx(want.reduce_bytes).epsilon(1e-12));
-      CHECK(ops["all_reduce"]["calls"].get<int64_t>() == want.reduce_calls);
-      CHECK(ops["broadcast"]["sent_bytes"].get<double>() == want.broadcast_bytes);
-      for (int g = 0; g < p.group_count(); ++g) {
-        const uint64_t mine = p.group_decl(g).materialized ? bytes_hash(p.group_params(g)) : 0;
-        std::vector<uint64_t> all(static_cast<size_t>(size()));
-        MPI_Allgather(&mine, 1, MPI_UINT64_T, all.data(), 1, MPI_UINT64_T, MPI_COMM_WORLD);
-        const StorageGroup& sg = L.groups[static_cast<size_t>(g)];
-        const std::vector<int> holders =
-            L.spec.masking == Masking::backward ? L.groups[0].owners : sg.owners;
-        for (int h : holders)
-          CHECK(all[static_cast<size_t>(h)] == all[static_cast<size_t>(holders[0])]);
+TEST_CASE("any ownership matrix from a plan file trains: unequal owner counts and shares",
+          "[mpi][train]") {
+  SDP_MPI_NEEDS_RANKS(2);
+  const std::string path = same_path_everywhere("sdp_uneven_plan") + ".json";
+  for (const char* strategy : kSdpStrategies) {
+    CAPTURE(strategy);
+    TrainConfig c = mini_job_config(strategy, 0.5);
+    // The model's component count, from the plan of an ordinary layout.
+    const int K = Trainer(c, world()).layout().plan.components();
+    // Rank 0 owns everything; rank i > 0 owns the components k with
+    // (k + i) % (i + 2) != 0: owner counts differ between components,
+    // shares between ranks.
+    if (rank() == 0) {
+      nlohmann::json rows = nlohmann::json::array();
+      for (int i = 0; i < size(); ++i) {
+        std::string row;
+        for (int k = 0; k < K; ++k) row += (i == 0 || (k + i) % (i + 2) != 0) ? '1' : '0';
+        rows.push_back(row);
       }
+      checkpoint::write_json_atomically(path, {{"matrix", rows}});
     }
+    MPI_Barrier(MPI_COMM_WORLD);
+    c.parallel.plan = "file:" + path;
+    Trainer t(c, world());
+    const SubnetLayout& L = t.layout();
+    std::set<size_t> owner_counts;
+    for (int k = 0; k < L.plan.components(); ++k) owner_counts.insert(L.plan.owners(k).size());
+    CHECK(owner_counts.size() > 1);
+    CHECK(L.plan.owned(0).size() == static_cast<size_t>(K));
+    check_uneven_training(t);
+    MPI_Barrier(MPI_COMM_WORLD);
+    if (rank() == 0) fs::remove(path);
   }
 }
 
