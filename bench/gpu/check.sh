@@ -97,6 +97,7 @@ fi
 ORIG_LD_LIBRARY_PATH=${LD_LIBRARY_PATH:-}
 OPENBLAS_DIR=$PREFIX/usr/lib/x86_64-linux-gnu/openblas-openmp
 SDP_TRAIN=$BUILD/bin/sdp-train
+SDP_PLAN=$BUILD/bin/sdp-plan
 
 mkdir -p "$OUT" "$WORK"
 rm -rf "$LOGS" "$RES" "$WORK/stages.tsv"
@@ -444,6 +445,36 @@ st_ours_sdp() {  # MODEL STRATEGY STEPS
     --metrics "$RES/ours_${2}_$1.jsonl"
 }
 
+# The planner's step-time model calibrated on the GPU: the plain run's
+# metrics (ours_MODEL.jsonl) set the FLOP rate (one rank: no link to fit),
+# and the model's DDP step beside the measured median step, then the
+# model's estimate for 8 such GPUs on one node, DDP against B-SDP + FSDP +
+# AC at C = 0.5 (plan_calibration_MODEL.json).
+st_plan_calibration() {  # MODEL
+  local metrics=$RES/ours_$1.jsonl out=$RES/plan_calibration_$1.json
+  [[ -s $metrics ]] || { echo "no $metrics (the ours_$1 stage did not run)"; return 1; }
+  [[ -x $SDP_PLAN ]] || { echo "sdp-plan was not built"; return 1; }
+  local dtype_flag=(--dtype "$RUN_DTYPE")
+  "$SDP_PLAN" --model "$1" --world 1 --batch "$BATCH" --seq "$SEQ" "${dtype_flag[@]}" \
+    --calibrate "$metrics" --strategies ddp --format json > "$RES/plan_calibration_$1_w1.json" || return 1
+  "$SDP_PLAN" --model "$1" --world 8 --batch "$BATCH" --seq "$SEQ" "${dtype_flag[@]}" \
+    --calibrate "$metrics" --overlap on --strategies ddp,b-sdp:0.5+fsdp+ac \
+    --format json > "$RES/plan_calibration_$1_w8.json" || return 1
+  "$PY" - "$metrics" "$RES/plan_calibration_$1_w1.json" "$RES/plan_calibration_$1_w8.json" "$out" <<'PYEOF'
+import json, statistics, sys
+steps = [json.loads(l) for l in open(sys.argv[1]) if l.strip()]
+seconds = [s["seconds"] for s in steps if "step" in s and "seconds" in s][1:]
+one, eight = json.load(open(sys.argv[2])), json.load(open(sys.argv[3]))
+predicted = one["strategies"][0]["step_time"]["seconds"]
+measured = statistics.median(seconds)
+by = {s["label"]: s["step_time"]["seconds"] for s in eight["strategies"]}
+result = {"measured_seconds": measured, "predicted_seconds": predicted,
+          "ratio": predicted / measured, "model": one["step_time_model"], "eight_ranks": by}
+json.dump(result, open(sys.argv[4], "w"), indent=2)
+print(json.dumps(result, indent=2))
+PYEOF
+}
+
 st_torch() {  # MODE MODEL STEPS
   [[ -n $PY_TORCH ]] || { echo "no python with torch"; return 1; }
   local extra=()
@@ -699,6 +730,7 @@ fi
 stage nccl_smoke 60 15 st_nccl_smoke
 if [[ -x $SDP_TRAIN ]]; then
   stage "ours_$first" 150 40 st_ours "$first" "$STEPS"
+  stage "plan_calibration_$first" 30 5 st_plan_calibration "$first"
   [[ $SHARDING == on ]] && stage "sharding_$first" 120 40 st_sharding "$first"
   [[ $PIPELINE == on ]] && stage "pipeline_$first" 90 30 st_pipeline "$first"
 else
