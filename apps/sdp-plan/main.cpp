@@ -1,7 +1,9 @@
 // sdp-plan: the memory/communication planner. For one model, a world of N
-// ranks and a list of strategies, runs one meta-device training step of every
-// rank (each emulated in this process, so no MPI and no accelerator are
-// needed) and reports peak memory and bytes sent per rank against DDP.
+// ranks and a list of strategies, runs a meta-device training step of every
+// class of ranks (each rank emulated in this process, so no MPI and no
+// accelerator are needed) and reports peak memory, bytes sent and the
+// estimated step time per rank against DDP; --fit searches the
+// configurations that fit a memory budget (apps/sdp-plan/fit.h).
 #include <chrono>
 #include <cstdio>
 #include <fstream>
@@ -55,10 +57,14 @@ int main(int argc, char** argv) {
   using namespace sdp::planner;
   using sdp::find_strategy;
   CLI::App app{
-      "sdp-plan: per-rank peak memory and communication of DDP and SDP strategies for a LLaMA "
-      "model on N ranks, from one meta-device step of every rank (no MPI, no GPU).\n"
+      "sdp-plan: per-rank peak memory, communication and estimated step time of DDP, FSDP and "
+      "SDP compositions on N ranks, from meta-device steps (one per class of ranks holding the "
+      "same plan row; no MPI, no GPU).\n"
       "Example: sdp-plan --model llama-1b --world 8 --strategies ddp,b-sdp:0.69,n-sdp:0.5 "
       "--batch 8 --seq 1024\n"
+      "Fit a budget: sdp-plan --model llama-1b --world 64 --seq 1024 --tokens-per-rank 16384 "
+      "--fit 24GiB --write-config fitted.json\n"
+      "Uneven ranks: sdp-plan --model llama-1b --world 8 --rank-memory 80GiBx4,40GiBx4\n"
       "Pipelines: sdp-plan --model mini --world 4 --pipeline-stages 2 --micro-batches 4 "
       "--schedule 1f1b-2bp (per rank: its stage, activation peak, bytes to its neighbours and "
       "among its stage's replicas)"};
