@@ -301,8 +301,10 @@ std::string render_fit(const PlannerJob& job, const FitResult& r) {
   const MemoryUnit u = unit_for(r.budget_bytes);
   std::string out = format("## sdp-plan --fit: ", job.base.model, " on ", N, " ranks in ",
                            in_unit(r.budget_bytes, u), " ", u.name, " per rank\n\n");
-  out += format(r.examples_per_rank, " examples per rank per step (micro-batch x accumulation",
-                job.base.seq > 0 ? format(", ", job.base.seq, " tokens each") : std::string(),
+  const bool language_model = model_family(job.base.model) == ModelFamily::llama;
+  out += format(r.examples_per_rank, " ", language_model ? "sequences" : "images",
+                " per rank per step (micro-batch x accumulation",
+                language_model ? format(", ", job.base.seq, " tokens each") : std::string(),
                 "). Every peak is a meta step's (the bytes the allocator will hold); step time "
                 "from the model (engine/plan/step_time.h). ",
                 r.fitting.size(), " configurations fit, ranked: the Pareto front over (peak, "
