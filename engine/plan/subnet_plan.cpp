@@ -260,7 +260,10 @@ std::string SubnetPlan::cache_key(const PlanRequest& q) {
   std::string key = format("build:", plan_construction_name(q.construction), ":", q.world, ":",
                            q.components, ":", std::bit_cast<uint64_t>(q.active_fraction), ":",
                            q.seed, ":", q.owners);
-  for (double w : q.rank_weights) key += ":" + std::to_string(std::bit_cast<uint64_t>(w));
+  for (double w : q.rank_weights) {
+    key += ':';
+    key += std::to_string(std::bit_cast<uint64_t>(w));
+  }
   return key;
 }
 
