@@ -1,5 +1,7 @@
 #include "apps/sdp-plan/fit.h"
 
+#include "apps/sdp-plan/number_text.h"
+
 #include <algorithm>
 #include <chrono>
 #include <cmath>
@@ -182,18 +184,6 @@ std::string in_unit(double bytes, const MemoryUnit& u) {
   return buf;
 }
 
-// Seconds to four significant digits: a small model's step is microseconds.
-std::string seconds(double s) {
-  char buf[32];
-  std::snprintf(buf, sizeof buf, "%.4g", s);
-  return buf;
-}
-
-std::string fixed(double v, int digits) {
-  char buf[64];
-  std::snprintf(buf, sizeof buf, "%.*f", digits, v);
-  return buf;
-}
 
 }  // namespace
 
@@ -319,7 +309,7 @@ std::string render_fit(const PlannerJob& job, const FitResult& r) {
                   f.micro_batch, " x ", f.grad_accum, " | ", f.stages, " | ", in_unit(f.peak, u),
                   " | ", fixed(100 * f.peak / r.budget_bytes, 1), "% | ",
                   fixed(f.steps.sent().mean / 1e6, 1), " | ",
-                  seconds(f.steps.step_time.seconds), " | ", f.pareto ? "*" : "", " |\n");
+                  significant(f.steps.step_time.seconds), " | ", f.pareto ? "*" : "", " |\n");
   }
   if (!r.refused.empty()) {
     out += "\nNo point fits (the smallest peak measured, at the smallest C and micro-batch "

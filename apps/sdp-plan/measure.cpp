@@ -151,12 +151,6 @@ RankStep run_step(const PlannerJob& job, const StrategyRequest& request, int ran
   return r;
 }
 
-// Components rank `rank`'s replica owns: classes that own more hold more,
-// so a budget is tested on them first.
-int owned_count(const SubnetLayout& layout, int rank) {
-  return static_cast<int>(layout.plan.owned(rank % layout.replicas).size());
-}
-
 // The estimate of every measured rank's step; the slowest sets the step.
 void estimate_time(const PlannerJob& job, StrategySteps& out) {
   const StepTimeModel& model = job.time_model;
@@ -185,7 +179,7 @@ void estimate_time(const PlannerJob& job, StrategySteps& out) {
     stage_flops[s] = std::max(stage_flops[s], r.flops);
     if (s + 1 < static_cast<size_t>(P))
       boundary[s] = std::max(boundary[s], static_cast<int64_t>(r.activation_bytes_sent / M));
-    const double t = estimate_step(model, 0, *r.comm, job.world).comm_seconds;
+    const double t = replica_comm_seconds(model, *r.comm, job.world);
     if (t > slowest) {
       slowest = t;
       slowest_replicas = &r;
@@ -216,12 +210,11 @@ StrategySteps measure_strategy(const PlannerJob& job, const StrategyRequest& req
   out.owners = L.plan.components() > 0 ? static_cast<int>(L.plan.owners(0).size()) : job.replicas();
   out.spectral_gap = L.plan.spectral_gap();
   out.plan = L.plan;
-  out.owned_min = L.plan.components();
-  for (int d = 0; d < L.plan.world(); ++d) {
-    const int n = static_cast<int>(L.plan.owned(d).size());
-    out.owned_min = std::min(out.owned_min, n);
-    out.owned_max = std::max(out.owned_max, n);
-  }
+  std::vector<int> owned(static_cast<size_t>(L.plan.world()));  // [replica] components owned
+  for (int d = 0; d < L.plan.world(); ++d)
+    owned[static_cast<size_t>(d)] = static_cast<int>(L.plan.owned(d).size());
+  out.owned_min = *std::min_element(owned.begin(), owned.end());
+  out.owned_max = *std::max_element(owned.begin(), owned.end());
 
   // The class of every rank (the plan is the same on every rank: the
   // trainer checks its hash), and one representative of each.
@@ -240,9 +233,10 @@ StrategySteps measure_strategy(const PlannerJob& job, const StrategyRequest& req
   }
   const bool budgeted = options.budget_bytes > 0;
   if (budgeted) {
-    std::stable_sort(measured_ranks.begin(), measured_ranks.end(), [&](int a, int b) {
-      return owned_count(L, a) > owned_count(L, b);
-    });
+    // Classes that own more hold more: a budget is tested on them first.
+    const auto owned_by = [&](int rank) { return owned[static_cast<size_t>(rank % L.replicas)]; };
+    std::stable_sort(measured_ranks.begin(), measured_ranks.end(),
+                     [&](int a, int b) { return owned_by(a) > owned_by(b); });
   }
   std::unordered_map<int, RankStep> steps;
   steps.emplace(0, std::move(first));

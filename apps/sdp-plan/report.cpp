@@ -1,5 +1,7 @@
 #include "apps/sdp-plan/report.h"
 
+#include "apps/sdp-plan/number_text.h"
+
 #include <cmath>
 #include <algorithm>
 #include <cstdio>
@@ -29,13 +31,6 @@ struct Units {
   double flops = 1e12;  // TFLOP, or GFLOP when DDP computes under 1 TFLOP a step
   const char* flops_name = "TFLOP";
 };
-
-std::string fixed(double v, int digits) {
-  if (std::isnan(v)) return "n/a";
-  char buf[64];
-  std::snprintf(buf, sizeof buf, "%.*f", digits, v);
-  return buf;
-}
 
 std::string percent(double v) { return std::isnan(v) ? "n/a" : fixed(100 * v, 1) + "%"; }
 
@@ -229,14 +224,9 @@ std::string step_time_markdown(const PlanReport& rep, const Rows& all) {
                     "slowest rank |\n|---|---:|---:|---:|---:|---:|---:|---:|\n";
   for (const auto& r : all) {
     const StepTimeEstimate& t = r.s.step_time;
-    auto sec = [](double v) {
-      char buf[32];
-      std::snprintf(buf, sizeof buf, "%.4g", v);
-      return std::string(buf);
-    };
-    out += format("| ", r.name(), " | ", r.c(), " | ", sec(t.compute_seconds), " | ",
-                  sec(t.comm_seconds), " | ", sec(t.exposed_comm_seconds), " | ",
-                  sec(t.seconds), " | ", fixed(ratio(t.seconds, ddp), 3), " | ",
+    out += format("| ", r.name(), " | ", r.c(), " | ", significant(t.compute_seconds), " | ",
+                  significant(t.comm_seconds), " | ", significant(t.exposed_comm_seconds), " | ",
+                  significant(t.seconds), " | ", fixed(ratio(t.seconds, ddp), 3), " | ",
                   r.s.step_time_rank, " |\n");
   }
   return out;

@@ -163,6 +163,10 @@ StepTimeEstimate estimate_pipeline_step(const StepTimeModel& model,
   return e;
 }
 
+double replica_comm_seconds(const StepTimeModel& model, const nlohmann::json& comm, int world) {
+  return comm_seconds(model.link, comm, world, true).total;
+}
+
 double MeasuredRun::median_seconds() const {
   SDP_CHECK(!seconds.empty(), "metrics '", path, "': no steps");
   std::vector<double> v = seconds;

@@ -69,6 +69,10 @@ StepTimeEstimate estimate_pipeline_step(const StepTimeModel& model,
                                         const std::string& schedule, int micro_batches,
                                         const nlohmann::json& replica_comm, int world);
 
+// The seconds of `comm`'s collectives other than its sends to neighbouring
+// stages: what estimate_pipeline_step adds for a rank's replica averaging.
+double replica_comm_seconds(const StepTimeModel& model, const nlohmann::json& comm, int world);
+
 // What a real run measured, from one metrics JSONL file of sdp-train
 // (its step records; the first step, which warms caches and allocators,
 // is left out when there are more).
