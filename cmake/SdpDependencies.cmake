@@ -61,7 +61,33 @@ else()
 endif()
 
 set(SDP_HAVE_CUDA OFF)
-if(SDP_ENABLE_CUDA)
+set(SDP_CUDA_EMULATED OFF)
+if(SDP_CUDA_EMULATION)
+  # The emulated CUDA device (cuda_emulator/): every .cu file and the CUDA
+  # host code compile with the host compiler against the real toolkit's
+  # headers (for the types); the emulator's libraries stand in for libcudart,
+  # cuBLAS(Lt), cuDNN and NCCL. No nvcc, no GPU.
+  find_path(SDP_CUDA_INCLUDE_DIR cuda_runtime_api.h
+    HINTS ${CUDAToolkit_ROOT} $ENV{CUDA_HOME} $ENV{CUDA_PATH} /usr/local/cuda
+    PATH_SUFFIXES include targets/x86_64-linux/include targets/sbsa-linux/include)
+  find_path(SDP_CUDNN_HEADER_DIR cudnn.h
+    HINTS ${SDP_CUDNN_ROOT} ${SDP_CUDA_INCLUDE_DIR} /usr/local/cuda/include PATH_SUFFIXES include)
+  find_path(SDP_NCCL_HEADER_DIR nccl.h
+    HINTS ${SDP_NCCL_ROOT} ${SDP_CUDA_INCLUDE_DIR} /usr/local/cuda/include PATH_SUFFIXES include)
+  foreach(header_dir SDP_CUDA_INCLUDE_DIR SDP_CUDNN_HEADER_DIR SDP_NCCL_HEADER_DIR)
+    if(NOT ${header_dir})
+      message(FATAL_ERROR "sdp: SDP_CUDA_EMULATION needs the CUDA toolkit's headers, cuDNN's and "
+                          "NCCL's (${header_dir} not found; set CUDAToolkit_ROOT, SDP_CUDNN_ROOT "
+                          "or SDP_NCCL_ROOT)")
+    endif()
+  endforeach()
+  set(CUDAToolkit_INCLUDE_DIRS ${SDP_CUDA_INCLUDE_DIR} ${SDP_CUDNN_HEADER_DIR} ${SDP_NCCL_HEADER_DIR})
+  list(REMOVE_DUPLICATES CUDAToolkit_INCLUDE_DIRS)
+  find_package(Threads REQUIRED)
+  set(SDP_HAVE_CUDA ON)
+  set(SDP_CUDA_EMULATED ON)
+  message(STATUS "sdp: emulated CUDA device: .cu files compile as C++ (headers: ${CUDAToolkit_INCLUDE_DIRS})")
+elseif(SDP_ENABLE_CUDA)
   include(CheckLanguage)
   check_language(CUDA)
   if(CMAKE_CUDA_COMPILER)
@@ -81,7 +107,8 @@ if(SDP_ENABLE_CUDA)
     set(SDP_HAVE_CUDA ON)
   endif()
 endif()
-if(SDP_HAVE_CUDA)
+if(SDP_CUDA_EMULATED)
+elseif(SDP_HAVE_CUDA)
   message(STATUS "sdp: CUDA toolkit found: CUDA sources are compiled (nvcc ${CMAKE_CUDA_COMPILER_VERSION}, architectures ${CMAKE_CUDA_ARCHITECTURES})")
 else()
   message(STATUS "sdp: no CUDA toolkit found: building the CPU-only engine")
