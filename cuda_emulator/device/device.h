@@ -97,6 +97,26 @@ T from_lane_bits(uint64_t bits) {
 
 }  // namespace sdp::emu
 
+// ---- the runtime's C++ overloads that the toolkit declares for nvcc only ----------
+template <typename T>
+cudaError_t cudaMemcpyFromSymbolAsync(void* dst, const T& symbol, size_t count, size_t offset = 0,
+                                      cudaMemcpyKind kind = cudaMemcpyDeviceToHost,
+                                      cudaStream_t stream = 0) {
+  return ::cudaMemcpyFromSymbolAsync(dst, static_cast<const void*>(&symbol), count, offset, kind,
+                                     stream);
+}
+template <typename T>
+cudaError_t cudaMemcpyToSymbolAsync(const T& symbol, const void* src, size_t count,
+                                    size_t offset = 0, cudaMemcpyKind kind = cudaMemcpyHostToDevice,
+                                    cudaStream_t stream = 0) {
+  return ::cudaMemcpyToSymbolAsync(static_cast<const void*>(&symbol), src, count, offset, kind,
+                                   stream);
+}
+template <typename T>
+cudaError_t cudaFuncSetAttribute(T* entry, cudaFuncAttribute attr, int value) {
+  return ::cudaFuncSetAttribute(reinterpret_cast<const void*>(entry), attr, value);
+}
+
 // ---- built-in variables --------------------------------------------------------
 #define threadIdx (::sdp::emu::coordinates().thread_idx)
 #define blockIdx (::sdp::emu::coordinates().block_idx)
@@ -183,6 +203,20 @@ inline float __expf(float x) { return expf(x); }
 inline float __logf(float x) { return logf(x); }
 inline float __fdividef(float a, float b) { return a / b; }
 inline float __saturatef(float x) { return fminf(fmaxf(x, 0.0f), 1.0f); }
+
+// CUDA's global min and max overloads for device code.
+#define SDP_EMU_MIN_MAX(T)                                   \
+  inline T min(T a, T b) { return b < a ? b : a; }          \
+  inline T max(T a, T b) { return a < b ? b : a; }
+SDP_EMU_MIN_MAX(int)
+SDP_EMU_MIN_MAX(unsigned)
+SDP_EMU_MIN_MAX(long)
+SDP_EMU_MIN_MAX(unsigned long)
+SDP_EMU_MIN_MAX(long long)
+SDP_EMU_MIN_MAX(unsigned long long)
+SDP_EMU_MIN_MAX(float)
+SDP_EMU_MIN_MAX(double)
+#undef SDP_EMU_MIN_MAX
 
 // ---- atomics ---------------------------------------------------------------------------
 // Threads of the emulated device are fibers switched only at barriers and

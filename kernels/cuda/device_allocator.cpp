@@ -4,6 +4,10 @@
 #include "kernels/cuda/device_info.h"
 #include "kernels/cuda/stream.h"
 
+#ifdef SDP_CUDA_EMULATION
+#include "cuda_emulator/runtime/device_memory.h"
+#endif
+
 namespace sdp::cuda {
 
 namespace {
@@ -50,6 +54,12 @@ DeviceAllocator::~DeviceAllocator() = default;
 void* DeviceAllocator::raw_allocate(size_t bytes) {
   void* p = pool_->allocate(bytes);
   stats().set_reserved(pool_->reserved_bytes());
+#ifdef SDP_CUDA_EMULATION
+  // The emulated device learns the block's extent: its stream-order checker
+  // then takes a kernel's pointer argument to mean this block, not the whole
+  // segment, and AddressSanitizer sees the block's end.
+  if (p) sdp::emu::note_pool_block(p, bytes);
+#endif
   return p;
 }
 
@@ -58,6 +68,9 @@ void DeviceAllocator::raw_deallocate(void* ptr, size_t) {
   // compute stream, which runs after every kernel that used it. Work on
   // another stream (communication) must have been waited for by its owner
   // before it frees the buffer.
+#ifdef SDP_CUDA_EMULATION
+  sdp::emu::note_pool_free(ptr);
+#endif
   pool_->free(ptr);
 }
 
