@@ -78,6 +78,11 @@ void mma_m16n8k16_row_col_f32_bf16(float (&d)[4], const uint32_t (&a)[4], const 
 // The calling block's dynamic shared memory (the launch's shared_bytes).
 void* dynamic_shared_memory();
 
+// A kernel declared __launch_bounds__(max_threads) launched with a larger
+// block: on a GPU the launch fails; here the kernel's first thread reports
+// it (the attribute itself leaves no trace the host compiler can read).
+void check_launch_bounds(int max_threads, std::source_location site);
+
 // __trap(): ends the kernel with a fault naming it, the block and the thread.
 [[noreturn]] void device_trap(std::source_location site);
 

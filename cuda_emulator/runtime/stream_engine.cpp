@@ -440,17 +440,21 @@ cudaError_t submit_and_wait(cudaStream_t stream, StreamWork work) {
 }
 
 std::string check_device_range(const void* ptr, size_t bytes) {
-  const auto range = find_allocation(ptr);
+  const auto allocation = find_allocation(ptr);
   std::ostringstream out;
-  if (!range) {
+  if (!allocation) {
     out << hex(reinterpret_cast<uintptr_t>(ptr)) << " is not device memory (no live cudaMalloc holds it)";
     return out.str();
   }
+  // Inside a block the caching allocator handed out, the block is the limit:
+  // running into the next block is writing another tensor.
+  const auto block = find_block(ptr);
+  const bool pool_block = block->begin != allocation->begin || block->end != allocation->end;
   const auto begin = reinterpret_cast<uintptr_t>(ptr);
-  if (begin + bytes > range->end) {
-    out << "[" << hex(begin) << ", +" << bytes << " bytes) runs " << (begin + bytes - range->end)
-        << " bytes past the end of its allocation [" << hex(range->begin) << ", +"
-        << (range->end - range->begin) << " bytes)";
+  if (begin + bytes > block->end) {
+    out << "[" << hex(begin) << ", +" << bytes << " bytes) runs " << (begin + bytes - block->end)
+        << " bytes past the end of its " << (pool_block ? "caching-allocator block" : "allocation")
+        << " [" << hex(block->begin) << ", +" << (block->end - block->begin) << " bytes)";
     return out.str();
   }
   return "";

@@ -228,6 +228,13 @@ class BlockRun {
     return shared_.get();
   }
 
+  [[noreturn]] void launch_bounds_exceeded(unsigned long long threads, int bound,
+                                           std::source_location site) {
+    fault(header() + ": launched with " + std::to_string(threads) +
+          " threads per block, more than its __launch_bounds__(" + std::to_string(bound) +
+          ") (checked at " + where(site) + "): a GPU refuses this launch");
+  }
+
   [[noreturn]] void trap(std::source_location site) {
     fault(header() + ": thread " + describe(*running_) + " executed __trap() at " + where(site));
   }
@@ -546,6 +553,13 @@ void mma_m16n8k16_row_col_f32_bf16(float (&d)[4], const uint32_t (&a)[4], const 
 void* dynamic_shared_memory() { return BlockRun::active().shared(); }
 
 void device_trap(std::source_location site) { BlockRun::active().trap(site); }
+
+void check_launch_bounds(int max_threads, std::source_location site) {
+  const dim3 b = coordinates().block_dim;
+  const unsigned long long threads = 1ull * b.x * b.y * b.z;
+  if (threads > static_cast<unsigned long long>(max_threads))
+    BlockRun::active().launch_bounds_exceeded(threads, max_threads, site);
+}
 
 void run_grid(const KernelLaunch& launch) {
   const dim3 g = launch.grid;

@@ -14,11 +14,18 @@
 #include <cstddef>
 #include <utility>
 
+// A kernel with __launch_bounds__(N) states N again as its first statement,
+// SDP_LAUNCH_BOUNDS_CHECK(N): nothing under nvcc (the GPU refuses a larger
+// block itself); in the emulated build a larger block is reported, since the
+// attribute leaves nothing the host compiler can read.
 #ifdef SDP_CUDA_EMULATION
 #include "cuda_emulator/device/launch.h"
+#define SDP_LAUNCH_BOUNDS_CHECK(max_threads) \
+  ::sdp::emu::check_launch_bounds(max_threads, std::source_location::current())
 #define SDP_DYNAMIC_SHARED(type, name) \
   type* const name = static_cast<type*>(::sdp::emu::dynamic_shared_memory())
 #else
+#define SDP_LAUNCH_BOUNDS_CHECK(max_threads) static_assert((max_threads) > 0)
 #define SDP_DYNAMIC_SHARED(type, name) extern __shared__ __align__(16) type name[]
 #endif
 

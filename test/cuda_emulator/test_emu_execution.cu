@@ -106,6 +106,11 @@ __global__ void uses_dynamic_shared(int* out) {
   out[threadIdx.x] = scratch[threadIdx.x];
 }
 
+__global__ void __launch_bounds__(64) bounded_kernel(int* out) {
+  SDP_LAUNCH_BOUNDS_CHECK(64);
+  out[threadIdx.x] = 1;
+}
+
 __global__ void atomic_histogram(const int* values, int* bins, int n) {
   for (int i = static_cast<int>(blockIdx.x * blockDim.x + threadIdx.x); i < n;
        i += static_cast<int>(gridDim.x * blockDim.x))
@@ -305,6 +310,10 @@ TEST_CASE("emulated kernels: launch limits are launch errors naming the kernel",
   const std::string report =
       fault_text([&] { launch<uses_dynamic_shared>(1, 32, 0, nullptr, d_out); });
   CHECK_THAT(report, Catch::Contains("asked for 0 bytes"));
+  // More threads than the kernel's __launch_bounds__.
+  launch<bounded_kernel>(1, 64, 0, nullptr, d_out);
+  CHECK_THAT(fault_text([&] { launch<bounded_kernel>(1, 128, 0, nullptr, d_out); }),
+             Catch::Contains("more than its __launch_bounds__(64)"));
   // A host pointer as a kernel argument.
   std::vector<int> host(32);
   CHECK_THAT(fault_text([&] { launch<uses_dynamic_shared>(1, 32, 128, nullptr, host.data()); }),
