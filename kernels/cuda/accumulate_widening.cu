@@ -9,6 +9,7 @@
 #include "kernels/cuda/accumulate_widening.h"
 #include "kernels/cuda/bf16_math.cuh"
 #include "kernels/cuda/cuda_check.h"
+#include "kernels/cuda/launch.cuh"
 #include "kernels/cuda/stream.h"
 
 namespace sdp::cuda {
@@ -35,7 +36,7 @@ void accumulate_bf16_into_f32(const Tensor& src, Tensor& dst) {
         src.describe(), " and ", dst.describe());
   const int blocks =
       static_cast<int>(std::clamp<int64_t>((n + kThreads - 1) / kThreads, 1, kMaxBlocks));
-  accumulate_bf16_into_f32_kernel<<<blocks, kThreads, 0, compute_stream()>>>(
+  launch<accumulate_bf16_into_f32_kernel>(blocks, kThreads, 0, compute_stream(),
       device_ptr<__nv_bfloat16>(src), dst.data<float>(), n);
   SDP_CUDA_LAUNCH_CHECK("accumulate_bf16_into_f32_kernel");
 }

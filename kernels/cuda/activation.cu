@@ -12,6 +12,7 @@
 #include "kernels/cuda/activation.h"
 #include "kernels/cuda/bf16_math.cuh"
 #include "kernels/cuda/cuda_check.h"
+#include "kernels/cuda/launch.cuh"
 #include "kernels/cuda/stream.h"
 #include "kernels/cuda/vec.cuh"
 
@@ -155,8 +156,8 @@ void global_avg_pool_forward(const Tensor& x, Tensor& y) {
     using T = decltype(tag);
     const int blocks =
         static_cast<int>(std::clamp<int64_t>((rows + kPoolWarps - 1) / kPoolWarps, 1, kMaxBlocks));
-    global_avg_pool_forward_kernel<T>
-        <<<blocks, kThreads, 0, compute_stream()>>>(device_ptr<T>(x), device_ptr<T>(y), rows, hw);
+    launch<global_avg_pool_forward_kernel<T>>(blocks, kThreads, 0, compute_stream(),
+        device_ptr<T>(x), device_ptr<T>(y), rows, hw);
     SDP_CUDA_LAUNCH_CHECK("global_avg_pool_forward_kernel");
   });
 }
@@ -172,11 +173,11 @@ void global_avg_pool_backward_input(const Tensor& dy, Tensor& dx) {
     T* pdx = device_ptr<T>(dx);
     cudaStream_t stream = compute_stream();
     if (hw % K == 0 && aligned16(pdx))
-      global_avg_pool_backward_kernel<T, K>
-          <<<blocks_for(rows * (hw / K)), kThreads, 0, stream>>>(pdy, pdx, rows, hw);
+      launch<global_avg_pool_backward_kernel<T, K>>(blocks_for(rows * (hw / K)), kThreads, 0,
+          stream, pdy, pdx, rows, hw);
     else
-      global_avg_pool_backward_kernel<T, 1>
-          <<<blocks_for(rows * hw), kThreads, 0, stream>>>(pdy, pdx, rows, hw);
+      launch<global_avg_pool_backward_kernel<T, 1>>(blocks_for(rows * hw), kThreads, 0, stream, pdy,
+          pdx, rows, hw);
     SDP_CUDA_LAUNCH_CHECK("global_avg_pool_backward_kernel");
   });
 }
@@ -191,15 +192,16 @@ void bias_add_forward(Tensor& y, const Tensor& bias) {
     T* py = device_ptr<T>(y);
     const T* pb = device_ptr<T>(bias);
     cudaStream_t stream = compute_stream();
-    const auto launch = [&](auto pack) {
+    const auto launch_packed = [&](auto pack) {
       constexpr int P = decltype(pack)::value;
       const int64_t packs = rows * (cols / P);
-      bias_add_kernel<T, P><<<blocks_for(packs), kThreads, 0, stream>>>(py, pb, packs, cols / P);
+      launch<bias_add_kernel<T, P>>(blocks_for(packs), kThreads, 0, stream, py, pb, packs,
+          cols / P);
     };
     if (cols % K == 0 && aligned16(py) && aligned16(pb))
-      launch(std::integral_constant<int, K>{});
+      launch_packed(std::integral_constant<int, K>{});
     else
-      launch(std::integral_constant<int, 1>{});
+      launch_packed(std::integral_constant<int, 1>{});
     SDP_CUDA_LAUNCH_CHECK("bias_add_kernel");
   });
 }
@@ -212,8 +214,8 @@ void bias_backward_weight(const Tensor& dy, Tensor& dbias) {
     using T = decltype(tag);
     const dim3 grid(static_cast<unsigned>((cols + kBiasCols - 1) / kBiasCols));
     const dim3 block(kBiasCols, kBiasLanes);
-    bias_backward_weight_kernel<T>
-        <<<grid, block, 0, compute_stream()>>>(device_ptr<T>(dy), dbias.data<float>(), rows, cols);
+    launch<bias_backward_weight_kernel<T>>(grid, block, 0, compute_stream(), device_ptr<T>(dy),
+        dbias.data<float>(), rows, cols);
     SDP_CUDA_LAUNCH_CHECK("bias_backward_weight_kernel");
   });
 }

@@ -12,6 +12,7 @@
 
 #include "kernels/cuda/bf16_math.cuh"
 #include "kernels/cuda/cuda_check.h"
+#include "kernels/cuda/launch.cuh"
 #include "kernels/cuda/stream.h"
 
 namespace sdp::cuda {
@@ -68,6 +69,7 @@ __global__ void __launch_bounds__(kThreads)
                         float* __restrict__ m, float* __restrict__ v,
                         __nv_bfloat16* __restrict__ copy, const __grid_constant__ RangeTable table,
                         const Coefficients c) {
+  SDP_LAUNCH_BOUNDS_CHECK(kThreads);
   const int32_t tile = static_cast<int32_t>(blockIdx.x);
   const RangeEntry& range = table.entries[find_range(table, tile)];
   const int64_t start = int64_t{tile - range.first_tile} * kTile;  // within the range
@@ -126,7 +128,7 @@ void launch_ranges(Tensor& param, const Tensor& grad, Tensor& m, Tensor& v,
   int64_t tiles = 0;  // in the table so far
   auto flush = [&] {
     if (table.count == 0) return;
-    adamw_ranges_kernel<<<static_cast<unsigned>(tiles), kThreads, 0, compute_stream()>>>(
+    launch<adamw_ranges_kernel>(static_cast<unsigned>(tiles), kThreads, 0, compute_stream(),
         p_ptr, g_ptr, m_ptr, v_ptr, copy_ptr, table, c);
     SDP_CUDA_LAUNCH_CHECK("adamw_ranges_kernel");
     table.count = 0;

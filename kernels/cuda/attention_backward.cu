@@ -13,6 +13,7 @@
 
 #include "kernels/cuda/attention.h"
 #include "kernels/cuda/attention_common.cuh"
+#include "kernels/cuda/launch.cuh"
 #include "kernels/cuda/stream.h"
 
 namespace sdp::cuda {
@@ -41,10 +42,11 @@ __global__ void __launch_bounds__(kThreads)
                               const bf16_t* __restrict__ k, const bf16_t* __restrict__ v,
                               const bf16_t* __restrict__ out, const float* __restrict__ lse,
                               bf16_t* __restrict__ dk, bf16_t* __restrict__ dv, Params p) {
+  SDP_LAUNCH_BOUNDS_CHECK(kThreads);
   using Tiles = KvTiles<kD>;
   constexpr int kKeys = Tiles::kKeys, kQueries = Tiles::kQueries;
   constexpr int kPitch = Tiles::kPitch, kPitchT = Tiles::kPitchT;
-  extern __shared__ __align__(16) unsigned char shared_raw[];
+  SDP_DYNAMIC_SHARED(unsigned char, shared_raw);
   bf16_t* k_tile = reinterpret_cast<bf16_t*>(shared_raw);  // [kKeys][kPitch]
   bf16_t* v_tile = k_tile + kKeys * kPitch;                 // [kKeys][kPitch]
   bf16_t* q_tile = v_tile + kKeys * kPitch;                 // [kQueries][kPitch]
@@ -174,10 +176,11 @@ __global__ void __launch_bounds__(kThreads)
                              const bf16_t* __restrict__ k, const bf16_t* __restrict__ v,
                              const bf16_t* __restrict__ out, const float* __restrict__ lse,
                              bf16_t* __restrict__ dq, Params p) {
+  SDP_LAUNCH_BOUNDS_CHECK(kThreads);
   using Tiles = QTiles<kD>;
   constexpr int kRows = Tiles::kRows, kKeys = Tiles::kKeys;
   constexpr int kPitch = Tiles::kPitch, kPitchT = Tiles::kPitchT;
-  extern __shared__ __align__(16) unsigned char shared_raw[];
+  SDP_DYNAMIC_SHARED(unsigned char, shared_raw);
   bf16_t* q_tile = reinterpret_cast<bf16_t*>(shared_raw);  // [kRows][kPitch]
   bf16_t* do_tile = q_tile + kRows * kPitch;                // [kRows][kPitch]
   bf16_t* k_tile = do_tile + kRows * kPitch;                // [kKeys][kPitch]
@@ -300,9 +303,10 @@ __global__ void __launch_bounds__(kThreads)
                                  const T* __restrict__ k, const T* __restrict__ v,
                                  const T* __restrict__ out, const float* __restrict__ lse,
                                  T* __restrict__ dk, T* __restrict__ dv, Params p) {
+  SDP_LAUNCH_BOUNDS_CHECK(kThreads);
   constexpr int kPitch = ScalarKvShared<kMaxD>::kPitch, kProbPitch = kScalarProbPitch;
   static_assert(kScalarTile * 4 == kThreads, "a quad of threads per key");
-  extern __shared__ __align__(16) unsigned char shared_raw[];
+  SDP_DYNAMIC_SHARED(unsigned char, shared_raw);
   float* k_tile = reinterpret_cast<float*>(shared_raw);  // [32][kPitch]
   float* v_tile = k_tile + kScalarTile * kPitch;          // [32][kPitch]
   float* q_tile = v_tile + kScalarTile * kPitch;          // [32][kPitch]
@@ -392,8 +396,9 @@ __global__ void __launch_bounds__(kThreads)
                                 const T* __restrict__ k, const T* __restrict__ v,
                                 const T* __restrict__ out, const float* __restrict__ lse,
                                 T* __restrict__ dq, Params p) {
+  SDP_LAUNCH_BOUNDS_CHECK(kThreads);
   constexpr int kPitch = ScalarQShared<kMaxD>::kPitch, kProbPitch = kScalarProbPitch;
-  extern __shared__ __align__(16) unsigned char shared_raw[];
+  SDP_DYNAMIC_SHARED(unsigned char, shared_raw);
   float* q_tile = reinterpret_cast<float*>(shared_raw);  // [32][kPitch]
   float* do_tile = q_tile + kScalarTile * kPitch;         // [32][kPitch]
   float* k_tile = do_tile + kScalarTile * kPitch;         // [32][kPitch]
@@ -477,20 +482,19 @@ void launch_backward_mma(const BackwardArgs& a, Params p, const char* op) {
     const dim3 kv_grid(static_cast<unsigned>(p.batch * p.kv_heads),
                        static_cast<unsigned>(tile_count(p.seq, KvTiles<kD>::kKeys, op)));
     allow_shared_bytes(attention_backward_kv_mma<kD>, KvTiles<kD>::kSharedBytes);
-    attention_backward_kv_mma<kD>
-        <<<kv_grid, kThreads, KvTiles<kD>::kSharedBytes, compute_stream()>>>(
-            device_ptr<bf16_t>(a.dout), device_ptr<bf16_t>(a.q), device_ptr<bf16_t>(a.k),
-            device_ptr<bf16_t>(a.v), device_ptr<bf16_t>(a.out), a.lse.data<float>(),
-            device_ptr<bf16_t>(a.dk), device_ptr<bf16_t>(a.dv), p);
+    launch<attention_backward_kv_mma<kD>>(kv_grid, kThreads, KvTiles<kD>::kSharedBytes,
+        compute_stream(), device_ptr<bf16_t>(a.dout), device_ptr<bf16_t>(a.q),
+        device_ptr<bf16_t>(a.k), device_ptr<bf16_t>(a.v), device_ptr<bf16_t>(a.out),
+        a.lse.data<float>(), device_ptr<bf16_t>(a.dk), device_ptr<bf16_t>(a.dv), p);
     SDP_CUDA_LAUNCH_CHECK("attention_backward_kv_mma");
 
     const dim3 q_grid(static_cast<unsigned>(p.batch * p.q_heads),
                       static_cast<unsigned>(tile_count(p.seq, QTiles<kD>::kRows, op)));
     allow_shared_bytes(attention_backward_q_mma<kD>, QTiles<kD>::kSharedBytes);
-    attention_backward_q_mma<kD><<<q_grid, kThreads, QTiles<kD>::kSharedBytes, compute_stream()>>>(
-        device_ptr<bf16_t>(a.dout), device_ptr<bf16_t>(a.q), device_ptr<bf16_t>(a.k),
-        device_ptr<bf16_t>(a.v), device_ptr<bf16_t>(a.out), a.lse.data<float>(),
-        device_ptr<bf16_t>(a.dq), p);
+    launch<attention_backward_q_mma<kD>>(q_grid, kThreads, QTiles<kD>::kSharedBytes,
+        compute_stream(), device_ptr<bf16_t>(a.dout), device_ptr<bf16_t>(a.q),
+        device_ptr<bf16_t>(a.k), device_ptr<bf16_t>(a.v), device_ptr<bf16_t>(a.out),
+        a.lse.data<float>(), device_ptr<bf16_t>(a.dq), p);
     SDP_CUDA_LAUNCH_CHECK("attention_backward_q_mma");
   });
 }
@@ -503,7 +507,7 @@ void launch_backward_scalar(const BackwardArgs& a, Params p, const char* op) {
     const dim3 kv_grid(static_cast<unsigned>(p.batch * p.kv_heads), static_cast<unsigned>(tiles));
     constexpr int kv_bytes = ScalarKvShared<kMaxD>::kSharedBytes;
     allow_shared_bytes(attention_backward_kv_scalar<T, kMaxD>, kv_bytes);
-    attention_backward_kv_scalar<T, kMaxD><<<kv_grid, kThreads, kv_bytes, compute_stream()>>>(
+    launch<attention_backward_kv_scalar<T, kMaxD>>(kv_grid, kThreads, kv_bytes, compute_stream(),
         device_ptr<T>(a.dout), device_ptr<T>(a.q), device_ptr<T>(a.k), device_ptr<T>(a.v),
         device_ptr<T>(a.out), a.lse.data<float>(), device_ptr<T>(a.dk), device_ptr<T>(a.dv), p);
     SDP_CUDA_LAUNCH_CHECK("attention_backward_kv_scalar");
@@ -511,7 +515,7 @@ void launch_backward_scalar(const BackwardArgs& a, Params p, const char* op) {
     const dim3 q_grid(static_cast<unsigned>(p.batch * p.q_heads), static_cast<unsigned>(tiles));
     constexpr int q_bytes = ScalarQShared<kMaxD>::kSharedBytes;
     allow_shared_bytes(attention_backward_q_scalar<T, kMaxD>, q_bytes);
-    attention_backward_q_scalar<T, kMaxD><<<q_grid, kThreads, q_bytes, compute_stream()>>>(
+    launch<attention_backward_q_scalar<T, kMaxD>>(q_grid, kThreads, q_bytes, compute_stream(),
         device_ptr<T>(a.dout), device_ptr<T>(a.q), device_ptr<T>(a.k), device_ptr<T>(a.v),
         device_ptr<T>(a.out), a.lse.data<float>(), device_ptr<T>(a.dq), p);
     SDP_CUDA_LAUNCH_CHECK("attention_backward_q_scalar");

@@ -90,6 +90,10 @@ __device__ __forceinline__ void mma_bf16(float (&d)[4], const uint32_t (&a)[4],
       "{%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, {%0, %1, %2, %3};\n"
       : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
       : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]));
+#elif defined(SDP_CUDA_EMULATION)
+  // The emulated device runs the same warp-wide product from the PTX ISA's
+  // fragment layouts (cuda_emulator/runtime/thread_block.cpp).
+  ::sdp::emu::mma_m16n8k16_row_col_f32_bf16(d, a, b);
 #else
   __trap();  // the host never picks the tensor-core path below sm_80
 #endif

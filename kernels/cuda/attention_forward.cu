@@ -6,6 +6,7 @@
 
 #include "kernels/cuda/attention.h"
 #include "kernels/cuda/attention_common.cuh"
+#include "kernels/cuda/launch.cuh"
 #include "kernels/cuda/stream.h"
 
 namespace sdp::cuda {
@@ -35,9 +36,10 @@ __global__ void __launch_bounds__(kThreads)
     attention_forward_mma(const bf16_t* __restrict__ q, const bf16_t* __restrict__ k,
                           const bf16_t* __restrict__ v, bf16_t* __restrict__ out,
                           float* __restrict__ lse, Params p) {
+  SDP_LAUNCH_BOUNDS_CHECK(kThreads);
   using Tiles = ForwardTiles<kD>;
   constexpr int kPitch = Tiles::kPitch, kPitchT = Tiles::kPitchT;
-  extern __shared__ __align__(16) unsigned char shared_raw[];
+  SDP_DYNAMIC_SHARED(unsigned char, shared_raw);
   bf16_t* k_tile = reinterpret_cast<bf16_t*>(shared_raw);  // [kKeys][kPitch]; Q at first
   bf16_t* v_tile_t = k_tile + Tiles::kKeys * kPitch;         // [kD][kPitchT]
 
@@ -185,10 +187,11 @@ __global__ void __launch_bounds__(kThreads)
     attention_forward_scalar(const T* __restrict__ q, const T* __restrict__ k,
                              const T* __restrict__ v, T* __restrict__ out,
                              float* __restrict__ lse, Params p) {
+  SDP_LAUNCH_BOUNDS_CHECK(kThreads);
   using Shared = ScalarForwardShared<kMaxD>;
   constexpr int kPitch = Shared::kPitch, kProbPitch = Shared::kProbPitch;
   static_assert(kScalarRows * 4 == kThreads, "a quad of threads per query row");
-  extern __shared__ __align__(16) unsigned char shared_raw[];
+  SDP_DYNAMIC_SHARED(unsigned char, shared_raw);
   float* q_tile = reinterpret_cast<float*>(shared_raw);  // [32][kPitch]
   float* k_tile = q_tile + kScalarRows * kPitch;          // [32][kPitch]
   float* v_tile = k_tile + kScalarKeys * kPitch;          // [32][kPitch]
@@ -274,7 +277,7 @@ void launch_forward_mma(const Tensor& q, const Tensor& k, const Tensor& v, Tenso
     const dim3 grid(static_cast<unsigned>(p.batch * p.q_heads),
                     static_cast<unsigned>(tile_count(p.seq, Tiles::kRows, op)));
     allow_shared_bytes(attention_forward_mma<kD>, Tiles::kSharedBytes);
-    attention_forward_mma<kD><<<grid, kThreads, Tiles::kSharedBytes, compute_stream()>>>(
+    launch<attention_forward_mma<kD>>(grid, kThreads, Tiles::kSharedBytes, compute_stream(),
         device_ptr<bf16_t>(q), device_ptr<bf16_t>(k), device_ptr<bf16_t>(v),
         device_ptr<bf16_t>(out), lse.data<float>(), p);
     SDP_CUDA_LAUNCH_CHECK("attention_forward_mma");
@@ -290,7 +293,7 @@ void launch_forward_scalar(const Tensor& q, const Tensor& k, const Tensor& v, Te
     const dim3 grid(static_cast<unsigned>(p.batch * p.q_heads),
                     static_cast<unsigned>(tile_count(p.seq, kScalarRows, op)));
     allow_shared_bytes(attention_forward_scalar<T, kMaxD>, bytes);
-    attention_forward_scalar<T, kMaxD><<<grid, kThreads, bytes, compute_stream()>>>(
+    launch<attention_forward_scalar<T, kMaxD>>(grid, kThreads, bytes, compute_stream(),
         device_ptr<T>(q), device_ptr<T>(k), device_ptr<T>(v), device_ptr<T>(out),
         lse.data<float>(), p);
     SDP_CUDA_LAUNCH_CHECK("attention_forward_scalar");

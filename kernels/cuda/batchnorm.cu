@@ -24,6 +24,7 @@
 #include "kernels/cuda/bf16_math.cuh"
 #include "kernels/cuda/block_reduce.cuh"
 #include "kernels/cuda/cuda_check.h"
+#include "kernels/cuda/launch.cuh"
 #include "kernels/cuda/stream.h"
 
 namespace sdp::cuda {
@@ -70,6 +71,7 @@ __global__ void __launch_bounds__(kChannelThreads)
     batchnorm_train_kernel(const T* x, const T* weight, const T* bias, float eps, float momentum,
                            T* y, float* save_mean, float* save_invstd, float* running_mean,
                            float* running_var, int64_t batch, int64_t channels, int64_t units) {
+  SDP_LAUNCH_BOUNDS_CHECK(kChannelThreads);
   using V = Vec<T, K>;
   const int64_t c = blockIdx.x;
   const V* xv = reinterpret_cast<const V*>(x);
@@ -147,6 +149,7 @@ __global__ void __launch_bounds__(kChannelThreads)
     batchnorm_backward_input_kernel(const T* dy, const T* x, const T* weight,
                                     const float* save_mean, const float* save_invstd, T* dx,
                                     int64_t batch, int64_t channels, int64_t units) {
+  SDP_LAUNCH_BOUNDS_CHECK(kChannelThreads);
   using V = Vec<T, K>;
   const int64_t c = blockIdx.x;
   const V* dyv = reinterpret_cast<const V*>(dy);
@@ -178,6 +181,7 @@ __global__ void __launch_bounds__(kChannelThreads)
     batchnorm_backward_weight_kernel(const T* dy, const T* x, const float* save_mean,
                                      const float* save_invstd, float* dweight, float* dbias,
                                      int64_t batch, int64_t channels, int64_t units) {
+  SDP_LAUNCH_BOUNDS_CHECK(kChannelThreads);
   using V = Vec<T, K>;
   const int64_t c = blockIdx.x;
   float sum_dy = 0, sum_dy_xhat = 0;
@@ -266,17 +270,17 @@ void launch_batchnorm_train(const Tensor& x, const Tensor& weight, const Tensor&
     T* py = device_ptr<T>(y);
     const dim3 grid(static_cast<unsigned>(l.channels));
     cudaStream_t stream = compute_stream();
-    const auto launch = [&](auto pack) {
+    const auto launch_packed = [&](auto pack) {
       constexpr int P = decltype(pack)::value;
-      batchnorm_train_kernel<T, P><<<grid, channel_threads(l, P), 0, stream>>>(
+      launch<batchnorm_train_kernel<T, P>>(grid, channel_threads(l, P), 0, stream,
           px, device_ptr<T>(weight), device_ptr<T>(bias), static_cast<float>(eps),
           static_cast<float>(momentum), py, save_mean.data<float>(), save_invstd.data<float>(),
           running_mean, running_var, l.batch, l.channels, l.spatial / P);
     };
     if (packable(l, K, {px, py}))
-      launch(std::integral_constant<int, K>{});
+      launch_packed(std::integral_constant<int, K>{});
     else
-      launch(std::integral_constant<int, 1>{});
+      launch_packed(std::integral_constant<int, 1>{});
     SDP_CUDA_LAUNCH_CHECK("batchnorm_train_kernel");
   });
 }
@@ -309,20 +313,20 @@ void batchnorm_forward_eval(const Tensor& x, const Tensor& weight, const Tensor&
     const T* px = device_ptr<T>(x);
     T* py = device_ptr<T>(y);
     cudaStream_t stream = compute_stream();
-    const auto launch = [&](auto pack) {
+    const auto launch_packed = [&](auto pack) {
       constexpr int P = decltype(pack)::value;
       const int64_t units = l.spatial / P;
       const int64_t packs = l.batch * l.channels * units;
       const int blocks = static_cast<int>(
           std::clamp<int64_t>((packs + kMapThreads - 1) / kMapThreads, 1, kMaxMapBlocks));
-      batchnorm_eval_kernel<T, P><<<blocks, kMapThreads, 0, stream>>>(
+      launch<batchnorm_eval_kernel<T, P>>(blocks, kMapThreads, 0, stream,
           px, device_ptr<T>(weight), device_ptr<T>(bias), running_mean.data<float>(),
           running_var.data<float>(), static_cast<float>(eps), py, packs, l.channels, units);
     };
     if (packable(l, K, {px, py}))
-      launch(std::integral_constant<int, K>{});
+      launch_packed(std::integral_constant<int, K>{});
     else
-      launch(std::integral_constant<int, 1>{});
+      launch_packed(std::integral_constant<int, 1>{});
     SDP_CUDA_LAUNCH_CHECK("batchnorm_eval_kernel");
   });
 }
@@ -340,16 +344,16 @@ void batchnorm_backward_input(const Tensor& dy, const Tensor& x, const Tensor& w
     T* pdx = device_ptr<T>(dx);
     const dim3 grid(static_cast<unsigned>(l.channels));
     cudaStream_t stream = compute_stream();
-    const auto launch = [&](auto pack) {
+    const auto launch_packed = [&](auto pack) {
       constexpr int P = decltype(pack)::value;
-      batchnorm_backward_input_kernel<T, P><<<grid, channel_threads(l, P), 0, stream>>>(
+      launch<batchnorm_backward_input_kernel<T, P>>(grid, channel_threads(l, P), 0, stream,
           pdy, px, device_ptr<T>(weight), save_mean.data<float>(), save_invstd.data<float>(), pdx,
           l.batch, l.channels, l.spatial / P);
     };
     if (packable(l, K, {pdy, px, pdx}))
-      launch(std::integral_constant<int, K>{});
+      launch_packed(std::integral_constant<int, K>{});
     else
-      launch(std::integral_constant<int, 1>{});
+      launch_packed(std::integral_constant<int, 1>{});
     SDP_CUDA_LAUNCH_CHECK("batchnorm_backward_input_kernel");
   });
 }
@@ -366,16 +370,16 @@ void batchnorm_backward_weight(const Tensor& dy, const Tensor& x, const Tensor& 
     const T* px = device_ptr<T>(x);
     const dim3 grid(static_cast<unsigned>(l.channels));
     cudaStream_t stream = compute_stream();
-    const auto launch = [&](auto pack) {
+    const auto launch_packed = [&](auto pack) {
       constexpr int P = decltype(pack)::value;
-      batchnorm_backward_weight_kernel<T, P><<<grid, channel_threads(l, P), 0, stream>>>(
+      launch<batchnorm_backward_weight_kernel<T, P>>(grid, channel_threads(l, P), 0, stream,
           pdy, px, save_mean.data<float>(), save_invstd.data<float>(), dweight.data<float>(),
           dbias.data<float>(), l.batch, l.channels, l.spatial / P);
     };
     if (packable(l, K, {pdy, px}))
-      launch(std::integral_constant<int, K>{});
+      launch_packed(std::integral_constant<int, K>{});
     else
-      launch(std::integral_constant<int, 1>{});
+      launch_packed(std::integral_constant<int, 1>{});
     SDP_CUDA_LAUNCH_CHECK("batchnorm_backward_weight_kernel");
   });
 }

@@ -8,6 +8,7 @@
 
 #include "kernels/cuda/bf16_math.cuh"
 #include "kernels/cuda/cuda_check.h"
+#include "kernels/cuda/launch.cuh"
 #include "kernels/cuda/stream.h"
 
 namespace sdp::cuda {
@@ -121,6 +122,7 @@ __global__ void __launch_bounds__(kThreads)
     cross_entropy_forward_kernel(const T* __restrict__ logits,
                                  const int32_t* __restrict__ targets,
                                  float* __restrict__ losses, float* __restrict__ lse, int64_t v) {
+  SDP_LAUNCH_BOUNDS_CHECK(kThreads);
   const int64_t row = blockIdx.x;
   const T* x = logits + row * v;  // [V]
   const RowSplit split = split_row(x, v);
@@ -169,6 +171,7 @@ __global__ void __launch_bounds__(kThreads)
     cross_entropy_backward_kernel(const T* logits, const int32_t* __restrict__ targets,
                                   const float* __restrict__ lse, float grad_scale, T* dlogits,
                                   int64_t v) {
+  SDP_LAUNCH_BOUNDS_CHECK(kThreads);
   const int64_t row = blockIdx.x;
   const T* x = logits + row * v;  // [V]
   T* out = dlogits + row * v;     // [V]
@@ -222,7 +225,7 @@ void cross_entropy_forward(const Tensor& logits, const Tensor& targets, Tensor& 
   const unsigned blocks = row_blocks(n, op);
   on_cuda_float(logits.dtype(), op, [&](auto tag) {
     using T = decltype(tag);
-    cross_entropy_forward_kernel<T><<<blocks, kThreads, 0, compute_stream()>>>(
+    launch<cross_entropy_forward_kernel<T>>(blocks, kThreads, 0, compute_stream(),
         device_ptr<T>(logits), targets.data<int32_t>(), losses.data<float>(), lse.data<float>(),
         v);
     SDP_CUDA_LAUNCH_CHECK("cross_entropy_forward_kernel");
@@ -237,7 +240,7 @@ void cross_entropy_backward_input(const Tensor& logits, const Tensor& targets,
   const unsigned blocks = row_blocks(n, op);
   on_cuda_float(logits.dtype(), op, [&](auto tag) {
     using T = decltype(tag);
-    cross_entropy_backward_kernel<T><<<blocks, kThreads, 0, compute_stream()>>>(
+    launch<cross_entropy_backward_kernel<T>>(blocks, kThreads, 0, compute_stream(),
         device_ptr<T>(logits), targets.data<int32_t>(), lse.data<float>(),
         static_cast<float>(grad_scale), device_ptr<T>(dlogits), v);
     SDP_CUDA_LAUNCH_CHECK("cross_entropy_backward_kernel");

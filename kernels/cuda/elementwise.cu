@@ -16,6 +16,7 @@
 #include "kernels/cuda/bf16_math.cuh"
 #include "kernels/cuda/block_reduce.cuh"
 #include "kernels/cuda/cuda_check.h"
+#include "kernels/cuda/launch.cuh"
 #include "kernels/cuda/stream.h"
 
 namespace sdp::cuda {
@@ -215,7 +216,7 @@ double reduce(const T* x, int64_t n, Term term, const char* name) {
       static_cast<int>(std::clamp<int64_t>((n + per_block - 1) / per_block, 1, kMaxReduceBlocks));
   std::lock_guard<std::mutex> lock(reduce_mutex());
   cudaStream_t stream = compute_stream();
-  reduce_kernel<T, Term><<<blocks, kThreads, 0, stream>>>(x, n, aligned16(x), term);
+  launch<reduce_kernel<T, Term>>(blocks, kThreads, 0, stream, x, n, aligned16(x), term);
   SDP_CUDA_LAUNCH_CHECK(name);
   double partials[kMaxReduceBlocks];
   CUDA_CHECK(cudaMemcpyFromSymbolAsync(partials, g_block_partials, sizeof(double) * blocks, 0,
@@ -238,7 +239,7 @@ void launch_fill(Tensor& x, Bits value) {
     return;
   }
   Bits* p = static_cast<Bits*>(x.raw());
-  fill_kernel<Bits><<<blocks_for(pack_total<Bits>(n)), kThreads, 0, stream>>>(p, n, value,
+  launch<fill_kernel<Bits>>(blocks_for(pack_total<Bits>(n)), kThreads, 0, stream, p, n, value,
                                                                              aligned16(p));
   SDP_CUDA_LAUNCH_CHECK("fill_kernel");
 }
@@ -254,7 +255,7 @@ void launch_copy_strided(const Tensor& src, Tensor& dst) {
     layout.dst_strides[d] = real ? dst.stride(d - pad) : 0;
   }
   const int64_t n = src.numel();
-  copy_strided_kernel<E><<<blocks_for(n), kThreads, 0, compute_stream()>>>(
+  launch<copy_strided_kernel<E>>(blocks_for(n), kThreads, 0, compute_stream(),
       static_cast<const E*>(src.raw()), static_cast<E*>(dst.raw()), n, layout);
   SDP_CUDA_LAUNCH_CHECK("copy_strided_kernel");
 }
@@ -306,8 +307,8 @@ void add(const Tensor& a, const Tensor& b, Tensor& out) {
     const T* pb = device_ptr<T>(b);
     T* po = device_ptr<T>(out);
     const bool aligned = aligned16(pa) && aligned16(pb) && aligned16(po);
-    add_kernel<T><<<blocks_for(pack_total<T>(n)), kThreads, 0, compute_stream()>>>(pa, pb, po, n,
-                                                                                 aligned);
+    launch<add_kernel<T>>(blocks_for(pack_total<T>(n)), kThreads, 0, compute_stream(), pa, pb, po,
+        n, aligned);
     SDP_CUDA_LAUNCH_CHECK("add_kernel");
   });
 }
@@ -320,7 +321,7 @@ void scale(Tensor& x, double alpha) {
   on_cuda_float(x.dtype(), "scale", [&](auto tag) {
     using T = decltype(tag);
     T* p = device_ptr<T>(x);
-    scale_kernel<T><<<blocks_for(pack_total<T>(n)), kThreads, 0, compute_stream()>>>(
+    launch<scale_kernel<T>>(blocks_for(pack_total<T>(n)), kThreads, 0, compute_stream(),
         p, n, static_cast<float>(alpha), aligned16(p));
     SDP_CUDA_LAUNCH_CHECK("scale_kernel");
   });
@@ -361,7 +362,7 @@ void convert(const Tensor& src, Tensor& dst) {
     on_cuda_float(dst.dtype(), "convert (dst)", [&](auto to_tag) {
       using From = decltype(from_tag);
       using To = decltype(to_tag);
-      convert_kernel<From, To><<<blocks_for(n), kThreads, 0, compute_stream()>>>(
+      launch<convert_kernel<From, To>>(blocks_for(n), kThreads, 0, compute_stream(),
           device_ptr<From>(src), device_ptr<To>(dst), n);
       SDP_CUDA_LAUNCH_CHECK("convert_kernel");
     });

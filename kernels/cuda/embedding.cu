@@ -11,6 +11,7 @@
 
 #include "kernels/cuda/bf16_math.cuh"
 #include "kernels/cuda/cuda_check.h"
+#include "kernels/cuda/launch.cuh"
 #include "kernels/cuda/stream.h"
 
 namespace sdp::cuda {
@@ -119,8 +120,8 @@ void embedding_forward(const Tensor& tokens, const Tensor& table, Tensor& out) {
     T* dst = device_ptr<T>(out);
     const bool packed = d % K == 0 && reinterpret_cast<uintptr_t>(src) % 16 == 0 &&
                         reinterpret_cast<uintptr_t>(dst) % 16 == 0;
-    embedding_forward_kernel<T><<<row_blocks(n), row_threads(packed ? d / K : d), 0,
-                                  compute_stream()>>>(tokens.data<int32_t>(), src, dst, n,
+    launch<embedding_forward_kernel<T>>(row_blocks(n), row_threads(packed ? d / K : d), 0,
+                                  compute_stream(), tokens.data<int32_t>(), src, dst, n,
                                                       vocab, d, packed);
     SDP_CUDA_LAUNCH_CHECK("embedding_forward_kernel");
   });
@@ -134,7 +135,7 @@ void embedding_backward_weight(const Tensor& tokens, const Tensor& dout, Tensor&
   std::lock_guard<std::mutex> lock(flag_mutex());
   on_cuda_float(dout.dtype(), op, [&](auto tag) {
     using T = decltype(tag);
-    embedding_backward_kernel<T><<<row_blocks(n), row_threads(d), 0, compute_stream()>>>(
+    launch<embedding_backward_kernel<T>>(row_blocks(n), row_threads(d), 0, compute_stream(),
         tokens.data<int32_t>(), device_ptr<T>(dout), dtable.data<float>(), n, vocab, d);
     SDP_CUDA_LAUNCH_CHECK("embedding_backward_kernel");
   });

@@ -11,6 +11,7 @@
 
 #include "kernels/cuda/bf16_math.cuh"
 #include "kernels/cuda/cuda_check.h"
+#include "kernels/cuda/launch.cuh"
 #include "kernels/cuda/stream.h"
 #include "kernels/cuda/vec.cuh"
 
@@ -99,10 +100,11 @@ void scale_per_sample(const Tensor& x, const Tensor& factors, Tensor& y) {
     const float* pf = factors.data<float>();
     cudaStream_t stream = compute_stream();
     if (inner % K == 0 && aligned16(px) && aligned16(py))
-      scale_per_sample_kernel<T, K>
-          <<<blocks_for(n / K), kThreads, 0, stream>>>(px, pf, py, inner, n / K);
+      launch<scale_per_sample_kernel<T, K>>(blocks_for(n / K), kThreads, 0, stream, px, pf, py,
+          inner, n / K);
     else
-      scale_per_sample_kernel<T, 1><<<blocks_for(n), kThreads, 0, stream>>>(px, pf, py, inner, n);
+      launch<scale_per_sample_kernel<T, 1>>(blocks_for(n), kThreads, 0, stream, px, pf, py, inner,
+          n);
     SDP_CUDA_LAUNCH_CHECK("scale_per_sample_kernel");
   });
 }

@@ -21,6 +21,7 @@
 #include "kernels/cuda/bf16_math.cuh"
 #include "kernels/cuda/block_reduce.cuh"
 #include "kernels/cuda/cuda_check.h"
+#include "kernels/cuda/launch.cuh"
 #include "kernels/cuda/stream.h"
 #include "kernels/cuda/vec.cuh"
 
@@ -138,6 +139,7 @@ __global__ void __launch_bounds__(kWeightThreads)
     layernorm_backward_weight_kernel(const T* dy, const T* x, const float* mean,
                                      const float* rstd, float* dweight, float* dbias, int64_t n,
                                      int64_t d) {
+  SDP_LAUNCH_BOUNDS_CHECK(kWeightThreads);
   constexpr int kCols = kWeightCols<T>, kLanes = kWeightLanes<T>;
   __shared__ float w_sums[kLanes][kCols];
   __shared__ float b_sums[kLanes][kCols];
@@ -188,10 +190,10 @@ void layernorm_forward(const Tensor& x, const Tensor& weight, const Tensor& bias
     const float e = static_cast<float>(eps);
     cudaStream_t stream = compute_stream();
     if (packed) {
-      layernorm_forward_kernel<T, K><<<row_blocks(n), row_threads(d / K), 0, stream>>>(
+      launch<layernorm_forward_kernel<T, K>>(row_blocks(n), row_threads(d / K), 0, stream,
           px, pw, pb, e, py, mean.data<float>(), rstd.data<float>(), n, d);
     } else {
-      layernorm_forward_kernel<T, 1><<<row_blocks(n), row_threads(d), 0, stream>>>(
+      launch<layernorm_forward_kernel<T, 1>>(row_blocks(n), row_threads(d), 0, stream,
           px, pw, pb, e, py, mean.data<float>(), rstd.data<float>(), n, d);
     }
     SDP_CUDA_LAUNCH_CHECK("layernorm_forward_kernel");
@@ -213,10 +215,10 @@ void layernorm_backward_input(const Tensor& dy, const Tensor& x, const Tensor& w
         d % K == 0 && aligned16(pdy) && aligned16(px) && aligned16(pw) && aligned16(pdx);
     cudaStream_t stream = compute_stream();
     if (packed) {
-      layernorm_backward_input_kernel<T, K><<<row_blocks(n), row_threads(d / K), 0, stream>>>(
+      launch<layernorm_backward_input_kernel<T, K>>(row_blocks(n), row_threads(d / K), 0, stream,
           pdy, px, pw, mean.data<float>(), rstd.data<float>(), pdx, n, d);
     } else {
-      layernorm_backward_input_kernel<T, 1><<<row_blocks(n), row_threads(d), 0, stream>>>(
+      launch<layernorm_backward_input_kernel<T, 1>>(row_blocks(n), row_threads(d), 0, stream,
           pdy, px, pw, mean.data<float>(), rstd.data<float>(), pdx, n, d);
     }
     SDP_CUDA_LAUNCH_CHECK("layernorm_backward_input_kernel");
@@ -232,7 +234,7 @@ void layernorm_backward_weight(const Tensor& dy, const Tensor& x, const Tensor& 
     constexpr int kCols = kWeightCols<T>;
     const dim3 grid(static_cast<unsigned>((d + kCols - 1) / kCols));
     const dim3 block(kCols, kWeightLanes<T>);
-    layernorm_backward_weight_kernel<T><<<grid, block, 0, compute_stream()>>>(
+    launch<layernorm_backward_weight_kernel<T>>(grid, block, 0, compute_stream(),
         device_ptr<T>(dy), device_ptr<T>(x), mean.data<float>(), rstd.data<float>(),
         dweight.data<float>(), dbias.data<float>(), n, d);
     SDP_CUDA_LAUNCH_CHECK("layernorm_backward_weight_kernel");

@@ -13,6 +13,7 @@
 #include "kernels/cuda/bf16_math.cuh"
 #include "kernels/cuda/block_reduce.cuh"
 #include "kernels/cuda/cuda_check.h"
+#include "kernels/cuda/launch.cuh"
 #include "kernels/cuda/stream.h"
 #include "kernels/cuda/vec.cuh"
 
@@ -135,10 +136,10 @@ void rmsnorm_forward(const Tensor& x, const Tensor& weight, double eps, Tensor& 
     const bool packed = d % K == 0 && aligned16(px) && aligned16(pw) && aligned16(py);
     cudaStream_t stream = compute_stream();
     if (packed) {
-      rmsnorm_forward_kernel<T, K><<<row_blocks(n), row_threads(d / K), 0, stream>>>(
+      launch<rmsnorm_forward_kernel<T, K>>(row_blocks(n), row_threads(d / K), 0, stream,
           px, pw, static_cast<float>(eps), py, rstd.data<float>(), n, d);
     } else {
-      rmsnorm_forward_kernel<T, 1><<<row_blocks(n), row_threads(d), 0, stream>>>(
+      launch<rmsnorm_forward_kernel<T, 1>>(row_blocks(n), row_threads(d), 0, stream,
           px, pw, static_cast<float>(eps), py, rstd.data<float>(), n, d);
     }
     SDP_CUDA_LAUNCH_CHECK("rmsnorm_forward_kernel");
@@ -161,10 +162,10 @@ void rmsnorm_backward_input(const Tensor& dy, const Tensor& x, const Tensor& wei
                         aligned16(pdx);
     cudaStream_t stream = compute_stream();
     if (packed) {
-      rmsnorm_backward_input_kernel<T, K><<<row_blocks(n), row_threads(d / K), 0, stream>>>(
+      launch<rmsnorm_backward_input_kernel<T, K>>(row_blocks(n), row_threads(d / K), 0, stream,
           pdy, px, pw, rstd.data<float>(), pdx, n, d);
     } else {
-      rmsnorm_backward_input_kernel<T, 1><<<row_blocks(n), row_threads(d), 0, stream>>>(
+      launch<rmsnorm_backward_input_kernel<T, 1>>(row_blocks(n), row_threads(d), 0, stream,
           pdy, px, pw, rstd.data<float>(), pdx, n, d);
     }
     SDP_CUDA_LAUNCH_CHECK("rmsnorm_backward_input_kernel");
@@ -188,7 +189,7 @@ void rmsnorm_backward_weight(const Tensor& dy, const Tensor& x, const Tensor& rs
   const dim3 block(kWeightCols, kWeightLanes);
   on_cuda_float(x.dtype(), "rmsnorm_backward_weight", [&](auto tag) {
     using T = decltype(tag);
-    rmsnorm_backward_weight_kernel<T><<<grid, block, 0, compute_stream()>>>(
+    launch<rmsnorm_backward_weight_kernel<T>>(grid, block, 0, compute_stream(),
         device_ptr<T>(dy), device_ptr<T>(x), rstd.data<float>(), dweight.data<float>(), n, d,
         rows_per_chunk);
     SDP_CUDA_LAUNCH_CHECK("rmsnorm_backward_weight_kernel");

@@ -10,6 +10,7 @@
 
 #include "kernels/cuda/bf16_math.cuh"
 #include "kernels/cuda/cuda_check.h"
+#include "kernels/cuda/launch.cuh"
 #include "kernels/cuda/stream.h"
 
 namespace sdp::cuda {
@@ -50,7 +51,7 @@ void rope_apply(const Tensor& x, const Tensor& cos, const Tensor& sin, Tensor& y
       static_cast<int>(std::min(kMaxBlocks, (rows + kHeadRows - 1) / kHeadRows));
   on_cuda_float(x.dtype(), sign > 0 ? "rope_forward" : "rope_backward_input", [&](auto tag) {
     using T = decltype(tag);
-    rope_kernel<T><<<blocks, dim3(kPairLanes, kHeadRows), 0, compute_stream()>>>(
+    launch<rope_kernel<T>>(blocks, dim3(kPairLanes, kHeadRows), 0, compute_stream(),
         device_ptr<T>(x), cos.data<float>(), sin.data<float>(), device_ptr<T>(y), rows, seq,
         heads, half, static_cast<float>(sign));
     SDP_CUDA_LAUNCH_CHECK("rope_kernel");

@@ -9,6 +9,7 @@
 
 #include "kernels/cuda/bf16_math.cuh"
 #include "kernels/cuda/cuda_check.h"
+#include "kernels/cuda/launch.cuh"
 #include "kernels/cuda/stream.h"
 
 namespace sdp::cuda {
@@ -110,9 +111,9 @@ void swiglu_forward(const Tensor& gate, const Tensor& up, Tensor& out) {
     T* o = device_ptr<T>(out);
     cudaStream_t stream = compute_stream();
     if (aligned16(g) && aligned16(u) && aligned16(o)) {
-      swiglu_forward_kernel<T, K><<<blocks_for(n / K + 1), kThreads, 0, stream>>>(g, u, o, n);
+      launch<swiglu_forward_kernel<T, K>>(blocks_for(n / K + 1), kThreads, 0, stream, g, u, o, n);
     } else {
-      swiglu_forward_kernel<T, 1><<<blocks_for(n), kThreads, 0, stream>>>(g, u, o, n);
+      launch<swiglu_forward_kernel<T, 1>>(blocks_for(n), kThreads, 0, stream, g, u, o, n);
     }
     SDP_CUDA_LAUNCH_CHECK("swiglu_forward_kernel");
   });
@@ -132,10 +133,10 @@ void swiglu_backward_input(const Tensor& dout, const Tensor& gate, const Tensor&
     T* du = device_ptr<T>(dup);
     cudaStream_t stream = compute_stream();
     if (aligned16(d) && aligned16(g) && aligned16(u) && aligned16(dg) && aligned16(du)) {
-      swiglu_backward_kernel<T, K><<<blocks_for(n / K + 1), kThreads, 0, stream>>>(d, g, u, dg,
+      launch<swiglu_backward_kernel<T, K>>(blocks_for(n / K + 1), kThreads, 0, stream, d, g, u, dg,
                                                                                  du, n);
     } else {
-      swiglu_backward_kernel<T, 1><<<blocks_for(n), kThreads, 0, stream>>>(d, g, u, dg, du, n);
+      launch<swiglu_backward_kernel<T, 1>>(blocks_for(n), kThreads, 0, stream, d, g, u, dg, du, n);
     }
     SDP_CUDA_LAUNCH_CHECK("swiglu_backward_kernel");
   });

@@ -8,6 +8,8 @@
 #include <algorithm>
 #include <cstdint>
 
+#include "kernels/cuda/launch.cuh"
+
 namespace sdp::cuda::vec {
 
 inline constexpr int kThreads = 256;       // elementwise maps
@@ -92,9 +94,9 @@ template <typename T, typename Op>
 void launch_map(const T* x, T* y, int64_t n, Op op, cudaStream_t stream) {
   constexpr int K = kPack<T>;
   if (aligned16(x) && aligned16(y))
-    map_kernel<T, K><<<blocks_for(n / K + 1), kThreads, 0, stream>>>(x, y, n, op);
+    launch<map_kernel<T, K, Op>>(blocks_for(n / K + 1), kThreads, 0, stream, x, y, n, op);
   else
-    map_kernel<T, 1><<<blocks_for(n), kThreads, 0, stream>>>(x, y, n, op);
+    launch<map_kernel<T, 1, Op>>(blocks_for(n), kThreads, 0, stream, x, y, n, op);
 }
 
 // Launches map2_kernel, packed when all three pointers are 16-byte aligned.
@@ -102,9 +104,9 @@ template <typename T, typename Op>
 void launch_map2(const T* a, const T* b, T* y, int64_t n, Op op, cudaStream_t stream) {
   constexpr int K = kPack<T>;
   if (aligned16(a) && aligned16(b) && aligned16(y))
-    map2_kernel<T, K><<<blocks_for(n / K + 1), kThreads, 0, stream>>>(a, b, y, n, op);
+    launch<map2_kernel<T, K, Op>>(blocks_for(n / K + 1), kThreads, 0, stream, a, b, y, n, op);
   else
-    map2_kernel<T, 1><<<blocks_for(n), kThreads, 0, stream>>>(a, b, y, n, op);
+    launch<map2_kernel<T, 1, Op>>(blocks_for(n), kThreads, 0, stream, a, b, y, n, op);
 }
 
 }  // namespace sdp::cuda::vec

@@ -17,6 +17,7 @@
 #include "kernels/cuda/bf16_math.cuh"
 #include "kernels/cuda/block_reduce.cuh"
 #include "kernels/cuda/cuda_check.h"
+#include "kernels/cuda/launch.cuh"
 #include "kernels/cuda/stream.h"
 
 namespace sdp::cuda {
@@ -83,7 +84,7 @@ template <typename T>
 __global__ void window_attention_forward_kernel(const T* qkv, const T* table,
                                                 const int32_t* index, const T* mask, T* out,
                                                 T* probs, Dims d) {
-  extern __shared__ float smem[];
+  SDP_DYNAMIC_SHARED(float, smem);
   const int N = d.tokens, H = d.heads, Dh = d.head_dim, pitch = d.pitch();
   float* q = smem;               // [N][pitch]
   float* k = q + N * pitch;      // [N][pitch]
@@ -145,7 +146,7 @@ __global__ void window_attention_forward_kernel(const T* qkv, const T* table,
 template <typename T>
 __global__ void window_attention_backward_kernel(const T* dout, const T* qkv, T* probs, T* dqkv,
                                                  Dims d) {
-  extern __shared__ float smem[];
+  SDP_DYNAMIC_SHARED(float, smem);
   const int N = d.tokens, H = d.heads, Dh = d.head_dim, pitch = d.pitch();
   float* q = smem;                // [N][pitch]
   float* k = q + N * pitch;       // [N][pitch]
@@ -305,10 +306,9 @@ void window_attention_forward(const Tensor& qkv, const Tensor& table, const Tens
     const size_t bytes = shared_bytes(d, 3);
     reserve_shared(window_attention_forward_kernel<T>, bytes, d, op);
     const T* pmask = d.mask_windows > 0 ? device_ptr<T>(mask) : nullptr;
-    window_attention_forward_kernel<T>
-        <<<static_cast<unsigned>(d.windows * d.heads), block_threads(d), bytes,
-           compute_stream()>>>(device_ptr<T>(qkv), device_ptr<T>(table), index.data<int32_t>(),
-                               pmask, device_ptr<T>(out), device_ptr<T>(probs), d);
+    launch<window_attention_forward_kernel<T>>(static_cast<unsigned>(d.windows * d.heads),
+        block_threads(d), bytes, compute_stream(), device_ptr<T>(qkv), device_ptr<T>(table),
+        index.data<int32_t>(), pmask, device_ptr<T>(out), device_ptr<T>(probs), d);
     SDP_CUDA_LAUNCH_CHECK("window_attention_forward_kernel");
   });
 }
@@ -325,14 +325,13 @@ void window_attention_backward_input(const Tensor& dout, const Tensor& qkv, Tens
     const size_t bytes = shared_bytes(d, 4);
     reserve_shared(window_attention_backward_kernel<T>, bytes, d, op);
     cudaStream_t stream = compute_stream();
-    window_attention_backward_kernel<T>
-        <<<static_cast<unsigned>(d.windows * d.heads), block_threads(d), bytes, stream>>>(
-            device_ptr<T>(dout), device_ptr<T>(qkv), device_ptr<T>(probs), device_ptr<T>(dqkv),
-            d);
+    launch<window_attention_backward_kernel<T>>(static_cast<unsigned>(d.windows * d.heads),
+        block_threads(d), bytes, stream, device_ptr<T>(dout), device_ptr<T>(qkv),
+        device_ptr<T>(probs), device_ptr<T>(dqkv), d);
     SDP_CUDA_LAUNCH_CHECK("window_attention_backward_kernel");
     if (dtable == nullptr) return;
     const dim3 grid(static_cast<unsigned>(table_rows), static_cast<unsigned>(d.heads));
-    table_gradient_kernel<T><<<grid, kTableThreads, 0, stream>>>(
+    launch<table_gradient_kernel<T>>(grid, kTableThreads, 0, stream,
         device_ptr<T>(probs), index.data<int32_t>(), dtable->data<float>(), d.windows,
         d.tokens * d.tokens, d.heads);
     SDP_CUDA_LAUNCH_CHECK("table_gradient_kernel");

@@ -13,6 +13,7 @@
 
 #include "kernels/cuda/bf16_math.cuh"
 #include "kernels/cuda/cuda_check.h"
+#include "kernels/cuda/launch.cuh"
 #include "kernels/cuda/stream.h"
 #include "kernels/cuda/vec.cuh"
 
@@ -164,7 +165,7 @@ void patchify(const Tensor& images, int64_t patch, Tensor& patches) {
   if (total == 0) return;
   on_cuda_float(images.dtype(), "patchify", [&](auto tag) {
     using T = decltype(tag);
-    patchify_kernel<T><<<blocks_for(total), kThreads, 0, compute_stream()>>>(
+    launch<patchify_kernel<T>>(blocks_for(total), kThreads, 0, compute_stream(),
         device_ptr<T>(images), device_ptr<T>(patches), total, images.size(1), images.size(2),
         images.size(3), patch);
     SDP_CUDA_LAUNCH_CHECK("patchify_kernel");
@@ -180,7 +181,7 @@ void window_partition(const Tensor& x, int64_t window, int64_t shift, Tensor& wi
     with_pack<T>(x.size(3), px, pw, [&](auto pack) {
       constexpr int K = decltype(pack)::value;
       const int64_t total = x.numel() / K;
-      window_partition_kernel<T, K><<<blocks_for(total), kThreads, 0, compute_stream()>>>(
+      launch<window_partition_kernel<T, K>>(blocks_for(total), kThreads, 0, compute_stream(),
           px, pw, window_map_of(x, K, window, shift), total);
     });
     SDP_CUDA_LAUNCH_CHECK("window_partition_kernel");
@@ -196,7 +197,7 @@ void window_merge(const Tensor& windows, int64_t window, int64_t shift, Tensor& 
     with_pack<T>(x.size(3), px, pw, [&](auto pack) {
       constexpr int K = decltype(pack)::value;
       const int64_t total = x.numel() / K;
-      window_merge_kernel<T, K><<<blocks_for(total), kThreads, 0, compute_stream()>>>(
+      launch<window_merge_kernel<T, K>>(blocks_for(total), kThreads, 0, compute_stream(),
           pw, px, window_map_of(x, K, window, shift), total);
     });
     SDP_CUDA_LAUNCH_CHECK("window_merge_kernel");
@@ -212,7 +213,7 @@ void patch_merge_forward(const Tensor& x, Tensor& y) {
     with_pack<T>(x.size(3), px, py, [&](auto pack) {
       constexpr int K = decltype(pack)::value;
       const int64_t total = y.numel() / K;
-      patch_merge_forward_kernel<T, K><<<blocks_for(total), kThreads, 0, compute_stream()>>>(
+      launch<patch_merge_forward_kernel<T, K>>(blocks_for(total), kThreads, 0, compute_stream(),
           px, py, x.size(1), x.size(2), x.size(3) / K, total);
     });
     SDP_CUDA_LAUNCH_CHECK("patch_merge_forward_kernel");
@@ -228,7 +229,7 @@ void patch_merge_backward_input(const Tensor& dy, Tensor& dx) {
     with_pack<T>(dx.size(3), pdy, pdx, [&](auto pack) {
       constexpr int K = decltype(pack)::value;
       const int64_t total = dx.numel() / K;
-      patch_merge_backward_kernel<T, K><<<blocks_for(total), kThreads, 0, compute_stream()>>>(
+      launch<patch_merge_backward_kernel<T, K>>(blocks_for(total), kThreads, 0, compute_stream(),
           pdy, pdx, dx.size(1), dx.size(2), dx.size(3) / K, total);
     });
     SDP_CUDA_LAUNCH_CHECK("patch_merge_backward_kernel");
@@ -242,8 +243,8 @@ void token_mean_forward(const Tensor& x, Tensor& y) {
   const int64_t tokens = x.numel() / (batch * channels);
   on_cuda_float(x.dtype(), "token_mean_forward", [&](auto tag) {
     using T = decltype(tag);
-    token_mean_forward_kernel<T><<<blocks_for(batch * channels), kThreads, 0, compute_stream()>>>(
-        device_ptr<T>(x), device_ptr<T>(y), batch, tokens, channels);
+    launch<token_mean_forward_kernel<T>>(blocks_for(batch * channels), kThreads, 0,
+        compute_stream(), device_ptr<T>(x), device_ptr<T>(y), batch, tokens, channels);
     SDP_CUDA_LAUNCH_CHECK("token_mean_forward_kernel");
   });
 }
@@ -255,7 +256,7 @@ void token_mean_backward_input(const Tensor& dy, Tensor& dx) {
   const int64_t tokens = total / (batch * channels);
   on_cuda_float(dx.dtype(), "token_mean_backward_input", [&](auto tag) {
     using T = decltype(tag);
-    token_mean_backward_kernel<T><<<blocks_for(total), kThreads, 0, compute_stream()>>>(
+    launch<token_mean_backward_kernel<T>>(blocks_for(total), kThreads, 0, compute_stream(),
         device_ptr<T>(dy), device_ptr<T>(dx), tokens, channels, total);
     SDP_CUDA_LAUNCH_CHECK("token_mean_backward_kernel");
   });
