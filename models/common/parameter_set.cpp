@@ -125,9 +125,13 @@ void ParameterSet::materialize(Allocator& allocator, DType dtype, const std::vec
     const int64_t params = s.shards_params() ? shard_numel(gi) : whole;
     storage_[g].params = OwnedTensor(allocator, {params}, dtype, MemCategory::param);
     if (s.sharded()) ops::fill(storage_[g].params.view, 0.0);  // the padding
-    if (keeps_training_state(gi) && state_dtype() != dtype)
+    if (keeps_training_state(gi) && state_dtype() != dtype) {
       storage_[g].master = OwnedTensor(allocator, {s.sharded() ? shard_numel(gi) : whole},
                                        state_dtype(), MemCategory::master);
+      // The last shard's padding too: fresh device memory is not zero, and
+      // the update and the all-gather carry the padding along.
+      if (s.sharded()) ops::fill(storage_[g].master.view, 0.0);
+    }
     if (groups_[g].buffer_numel > 0)
       storage_[g].buffers =
           OwnedTensor(allocator, {groups_[g].buffer_numel}, state_dtype(), MemCategory::param);
