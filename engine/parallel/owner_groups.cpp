@@ -143,8 +143,16 @@ void OwnerGroups::gather_to_rank0(const ParameterSet& local, ParameterSet* full,
         } else {
           world_.recv(dst, sg.root);
         }
-      } else if (sends) {
+      } else if (sends && src.device() != Device::cuda) {
         world_.send(src, 0);
+      } else if (sends) {
+        // Rank 0's copy is on the host, and a communicator carries host
+        // buffers on the host path (MPI) and device buffers on the device
+        // path (NCCL): a device part travels through a host staging copy,
+        // so both ends of the exchange are host buffers.
+        OwnedTensor staged(host_allocator(), src.shape(), src.dtype(), MemCategory::comm);
+        stage_copy(src, *staged);
+        world_.send(*staged, 0);
       }
     }
   }

@@ -445,12 +445,6 @@ bool Trainer::full_model_everywhere() const {
 
 Model& Trainer::gather_full_model(bool optimizer_state) {
   const bool rank0 = world_->rank() == 0;
-  // Device buffers cannot meet host buffers in one point-to-point exchange
-  // (NCCL carries the device side, MPI the host side).
-  if (alloc_->device() == Device::cuda && world_->size() > 1)
-    fail("assembling the full model on rank 0 (checkpoints and full-model evaluation of a "
-         "forward-masked job) is not supported on cuda with more than one rank yet; use "
-         "backward masking or DDP, or evaluate and save from a CPU run");
   if (rank0 && !full_model_) {
     // A host copy in the state dtype (f32 for a bf16 run).
     full_alloc_ = make_allocator(config_.device.rfind("meta", 0) == 0 ? config_.device : "cpu");
