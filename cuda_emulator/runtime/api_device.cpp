@@ -25,6 +25,8 @@ extern "C" {
 cudaError_t cudaGetDeviceCount(int* count) {
   if (!count) return note_status(cudaErrorInvalidValue);
   *count = sdp::emu::config().device_count;
+  // As the real runtime answers on a machine without a GPU.
+  if (*count == 0) return note_status(cudaErrorNoDevice);
   return cudaSuccess;
 }
 
@@ -35,6 +37,7 @@ cudaError_t cudaGetDevice(int* device) {
 }
 
 cudaError_t cudaSetDevice(int device) {
+  if (sdp::emu::config().device_count == 0) return note_status(cudaErrorNoDevice);
   if (!valid_device(device)) {
     sdp::emu::say("cudaSetDevice(%d): the emulator has devices 0..%d (SDP_CUDA_EMULATOR_DEVICES)",
                   device, sdp::emu::config().device_count - 1);

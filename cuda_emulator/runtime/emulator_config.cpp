@@ -37,8 +37,9 @@ EmulatorConfig read_config() {
   if (const char* text = std::getenv("SDP_CUDA_EMULATOR_DEVICES")) {
     char* end = nullptr;
     const long n = std::strtol(text, &end, 10);
-    if (end == text || *end || n < 1 || n > 64)
-      bad_setting("SDP_CUDA_EMULATOR_DEVICES", text, "an integer from 1 to 64");
+    if (end == text || *end || n < 0 || n > 64)
+      bad_setting("SDP_CUDA_EMULATOR_DEVICES", text,
+                  "an integer from 0 (a machine without a GPU) to 64");
     c.device_count = static_cast<int>(n);
   }
   if (const char* text = std::getenv("SDP_CUDA_EMULATOR_MEMORY"))

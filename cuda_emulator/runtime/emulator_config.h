@@ -1,7 +1,8 @@
 #pragma once
 // Settings of the emulated device, read once from the environment:
 //   SDP_CUDA_EMULATOR_DEVICES   devices per process (default 8, as on one
-//                               HGX node, so that rank r of a job gets its own)
+//                               HGX node, so that rank r of a job gets its own;
+//                               0 is a machine without a GPU)
 //   SDP_CUDA_EMULATOR_MEMORY    bytes per device, with an optional K/M/G/T
 //                               suffix or KiB/MiB/GiB/TiB (default 16GiB)
 //   SDP_CUDA_EMULATOR_TIMEOUT   seconds a synchronizing call waits for work

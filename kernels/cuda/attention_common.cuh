@@ -19,6 +19,7 @@
 #include <climits>
 #include <cmath>
 #include <cstdint>
+#include <cstring>
 #include <type_traits>
 
 #include "kernels/cuda/bf16_math.cuh"
@@ -75,7 +76,12 @@ __device__ __forceinline__ float warp_sum(float x) {
 // ---- tensor-core product ----------------------------------------------------------
 __device__ __forceinline__ uint32_t pack_bf16(float lo, float hi) {
   const __nv_bfloat162 v = __floats2bfloat162_rn(lo, hi);  // .x (low half) = lo
-  return *reinterpret_cast<const uint32_t*>(&v);
+  // memcpy, not a uint32_t* cast: the emulated build's host compiler (g++ at
+  // -O3) may drop a store read back through another type; nvcc emits the same
+  // register move either way.
+  uint32_t bits;
+  std::memcpy(&bits, &v, sizeof bits);
+  return bits;
 }
 
 __device__ __forceinline__ uint32_t load_pair(const bf16_t* at) {

@@ -240,7 +240,7 @@ void launch_fill(Tensor& x, Bits value) {
   }
   Bits* p = static_cast<Bits*>(x.raw());
   launch<fill_kernel<Bits>>(blocks_for(pack_total<Bits>(n)), kThreads, 0, stream, p, n, value,
-                                                                             aligned16(p));
+      aligned16(p));
   SDP_CUDA_LAUNCH_CHECK("fill_kernel");
 }
 

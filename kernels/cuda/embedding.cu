@@ -121,8 +121,7 @@ void embedding_forward(const Tensor& tokens, const Tensor& table, Tensor& out) {
     const bool packed = d % K == 0 && reinterpret_cast<uintptr_t>(src) % 16 == 0 &&
                         reinterpret_cast<uintptr_t>(dst) % 16 == 0;
     launch<embedding_forward_kernel<T>>(row_blocks(n), row_threads(packed ? d / K : d), 0,
-                                  compute_stream(), tokens.data<int32_t>(), src, dst, n,
-                                                      vocab, d, packed);
+        compute_stream(), tokens.data<int32_t>(), src, dst, n, vocab, d, packed);
     SDP_CUDA_LAUNCH_CHECK("embedding_forward_kernel");
   });
   check_tokens(tokens, vocab, op);

@@ -134,7 +134,7 @@ void swiglu_backward_input(const Tensor& dout, const Tensor& gate, const Tensor&
     cudaStream_t stream = compute_stream();
     if (aligned16(d) && aligned16(g) && aligned16(u) && aligned16(dg) && aligned16(du)) {
       launch<swiglu_backward_kernel<T, K>>(blocks_for(n / K + 1), kThreads, 0, stream, d, g, u, dg,
-                                                                                 du, n);
+          du, n);
     } else {
       launch<swiglu_backward_kernel<T, 1>>(blocks_for(n), kThreads, 0, stream, d, g, u, dg, du, n);
     }

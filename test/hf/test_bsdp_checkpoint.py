@@ -3,7 +3,13 @@
 LlamaForCausalLM with no missing or unexpected keys, and that model's loss on
 the engine's validation batches is the engine's eval_loss.
 
-    test_bsdp_checkpoint.py --sdp-train BIN --text FILE [--max-shard-size S] -- MPIEXEC -n 4 ...
+    test_bsdp_checkpoint.py --sdp-train BIN --text FILE [--max-shard-size S] [--device cuda]
+                            -- MPIEXEC -n 4 ...
+
+--device cuda (the emulated CUDA build's check) trains in float32 on the
+device instead: the checkpoint the device job wrote loads the same way, and
+both transformers losses are held to 1e-5 relative, float32 rounding of the
+engine's own loss over two layers.
 
 Tolerances: with transformers' float32 steps taken out (hf_check.without_float32_steps)
 both sides compute the same float64 formulas in another order, so they agree
@@ -35,6 +41,7 @@ def main():
     p.add_argument("--sdp-train", required=True)
     p.add_argument("--text", required=True)
     p.add_argument("--max-shard-size", default=None)
+    p.add_argument("--device", choices=["cpu", "cuda"], default="cpu")
     args = p.parse_args(argv[:split])
     launcher = argv[split + 1:]
 
@@ -42,7 +49,9 @@ def main():
         save_dir = os.path.join(work, "ckpt")
         metrics = os.path.join(work, "metrics.jsonl")
         cmd = launcher + [args.sdp_train, "--model", "tiny", "--data", f"text:{args.text}",
-                          "--strategy", "b-sdp", "--active-fraction", "0.5", "--dtype", "f64",
+                          "--strategy", "b-sdp", "--active-fraction", "0.5",
+                          "--device", args.device,
+                          "--dtype", "f64" if args.device == "cpu" else "f32",
                           "--steps", STEPS, "--batch", BATCH, "--seq", SEQ, "--lr", "1e-2",
                           "--warmup", "0", "--eval-every", STEPS, "--eval-batches",
                           EVAL_BATCHES, "--save-dir", save_dir, "--metrics", metrics,
@@ -76,12 +85,15 @@ def main():
     print(f"transformers, float64     {exact:.17g}  diff {exact - engine:.3g}")
     print(f"transformers as shipped   {shipped:.17g}  rel diff {(shipped - engine) / engine:.3g}")
     ok = True
-    if not abs(exact - engine) <= 1e-10:
-        print(f"FAIL: float64 loss differs from the engine's by {exact - engine:.3g} (> 1e-10)")
+    exact_bound = 1e-10 if args.device == "cpu" else 1e-5 * abs(engine)
+    shipped_bound = 1e-6 if args.device == "cpu" else 1e-5
+    if not abs(exact - engine) <= exact_bound:
+        print(f"FAIL: float64 loss differs from the engine's by {exact - engine:.3g} "
+              f"(> {exact_bound:.3g})")
         ok = False
-    if not abs(shipped - engine) <= 1e-6 * abs(engine):
+    if not abs(shipped - engine) <= shipped_bound * abs(engine):
         print(f"FAIL: shipped loss differs from the engine's by "
-              f"{(shipped - engine) / engine:.3g} relative (> 1e-6)")
+              f"{(shipped - engine) / engine:.3g} relative (> {shipped_bound:g})")
         ok = False
     if not ok:
         return 1
