@@ -84,7 +84,9 @@ void launch_kernel(dim3 grid, dim3 block, size_t shared_bytes, cudaStream_t stre
       },
       *parameters);
   // Each device thread gets its own copy of the parameters, as registers.
-  launch.run_thread = [parameters] { std::apply([](auto... values) { Kernel(values...); }, *parameters); };
+  launch.run_thread = [parameters] {
+    std::apply([](auto... values) { Kernel(values...); }, *parameters);
+  };
   submit_launch(std::move(launch));
 }
 

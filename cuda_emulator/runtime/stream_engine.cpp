@@ -443,7 +443,8 @@ std::string check_device_range(const void* ptr, size_t bytes) {
   const auto allocation = find_allocation(ptr);
   std::ostringstream out;
   if (!allocation) {
-    out << hex(reinterpret_cast<uintptr_t>(ptr)) << " is not device memory (no live cudaMalloc holds it)";
+    out << hex(reinterpret_cast<uintptr_t>(ptr))
+        << " is not device memory (no live cudaMalloc holds it)";
     return out.str();
   }
   // Inside a block the caching allocator handed out, the block is the limit:

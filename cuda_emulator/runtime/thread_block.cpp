@@ -4,6 +4,7 @@
 #include "cuda_emulator/runtime/thread_block.h"
 
 #include <array>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <exception>
@@ -58,6 +59,21 @@ size_t fiber_stack_bytes() {
     return static_cast<size_t>(kib > 0 ? kib : 256) * 1024;
   }();
   return bytes;
+}
+
+enum class Schedule { lowest, highest };
+
+Schedule schedule() {
+  static const Schedule s = [] {
+    const char* text = std::getenv("SDP_CUDA_EMULATOR_SCHEDULE");
+    if (!text || std::string(text) == "lowest") return Schedule::lowest;
+    if (std::string(text) == "highest") return Schedule::highest;
+    std::fprintf(stderr,
+                 "sdp emulated CUDA device: SDP_CUDA_EMULATOR_SCHEDULE='%s' is invalid (valid: "
+                 "lowest, highest)\n", text);
+    std::exit(2);
+  }();
+  return s;
 }
 
 // Stacks of finished threads, reused by the next thread that starts: a
@@ -137,6 +153,8 @@ class BlockRun {
           t.lane = i % 32;
         }
     pending_.resize((count_ + 31) / 32);
+    ready_.assign((count_ + 63) / 64, 0);
+    for (unsigned i = 0; i < count_; ++i) ready_[i / 64] |= uint64_t{1} << (i % 64);
     if (launch.shared_bytes) {
       // Poisoned with all-ones bytes (NaN as floats): a kernel that reads
       // dynamic shared memory it never wrote sees garbage, as on a GPU.
@@ -157,21 +175,19 @@ class BlockRun {
     } restore{outer};
     unsigned finished = 0;
     while (finished < count_) {
-      bool progressed = false;
-      for (DeviceThread& t : threads_) {
-        if (t.state != ThreadState::not_started && t.state != ThreadState::runnable) continue;
-        resume(t);
-        progressed = true;
-        if (error_) std::rethrow_exception(error_);
-        if (t.state == ThreadState::finished) ++finished;
-      }
-      if (!progressed) fault(deadlock_report());
+      const int next = next_ready();
+      if (next < 0) fault(deadlock_report());
+      DeviceThread& t = threads_[static_cast<size_t>(next)];
+      resume(t);
+      if (error_) std::rethrow_exception(error_);
+      if (t.state == ThreadState::finished) ++finished;
     }
   }
 
   static BlockRun& active() {
     if (!active_) {
-      std::fprintf(stderr, "sdp emulated CUDA device: a device intrinsic was called outside a kernel\n");
+      std::fprintf(stderr,
+                   "sdp emulated CUDA device: a device intrinsic was called outside a kernel\n");
       std::abort();
     }
     return *active_;
@@ -189,7 +205,7 @@ class BlockRun {
     if (++barrier_arrived_ == count_) {
       barrier_arrived_ = 0;
       for (DeviceThread& other : threads_)
-        if (other.state == ThreadState::at_barrier) other.state = ThreadState::runnable;
+        if (other.state == ThreadState::at_barrier) make_ready(other);
       return;
     }
     t.state = ThreadState::at_barrier;
@@ -269,7 +285,32 @@ class BlockRun {
     current_coordinates = &t.coordinates;
     switch_fiber(host_, t.context);
     running_ = nullptr;
+    // Back here it has finished or waits: it runs again when released.
+    ready_[t.linear / 64] &= ~(uint64_t{1} << (t.linear % 64));
     if (t.state == ThreadState::finished) spare_stacks.push_back(std::move(t.stack));
+  }
+
+  void make_ready(DeviceThread& t) {
+    t.state = ThreadState::runnable;
+    ready_[t.linear / 64] |= uint64_t{1} << (t.linear % 64);
+  }
+
+  // The thread to run next. The lowest-numbered ready thread goes first
+  // (SDP_CUDA_EMULATOR_SCHEDULE=highest reverses it): after a barrier or a
+  // shuffle completes, the first warp runs ahead as far as it can, into the
+  // next phase, before the others have read what the last phase left. A
+  // missing barrier then gives wrong results instead of a lucky order.
+  int next_ready() const {
+    if (schedule() == Schedule::highest) {
+      for (size_t w = ready_.size(); w-- > 0;)
+        if (ready_[w])
+          return static_cast<int>(w * 64 + 63 - static_cast<unsigned>(__builtin_clzll(ready_[w])));
+      return -1;
+    }
+    for (size_t w = 0; w < ready_.size(); ++w)
+      if (ready_[w])
+        return static_cast<int>(w * 64 + static_cast<unsigned>(__builtin_ctzll(ready_[w])));
+    return -1;
   }
 
   void yield(DeviceThread& t) {
@@ -304,7 +345,8 @@ class BlockRun {
       if (c.mask != mask || c.kind != kind || (kind == Collective::warp_op && c.op != op) ||
           c.width != width)
         fault(header() + ": lane " + std::to_string(t.lane) + " of warp " + std::to_string(t.warp) +
-              " calls " + name + " at " + where(site) + " with mask " + hex(mask) + " while lanes " +
+              " calls " + name + " at " + where(site) + " with mask " + hex(mask) +
+              " while lanes " +
               lane_list(c.arrived) + " wait in " + collective_name(c) + " at " + where(c.site) +
               " with mask " + hex(c.mask) + ": the lanes of a mask must make the same call");
       return c;
@@ -359,7 +401,7 @@ class BlockRun {
     }
     for (unsigned l = 0; l < 32; ++l)
       if ((c.mask >> l & 1) && lanes[l].state == ThreadState::in_warp_op)
-        lanes[l].state = ThreadState::runnable;
+        make_ready(lanes[l]);
   }
 
   uint64_t warp_result(const PendingCollective& c, unsigned lane, unsigned warp) {
@@ -510,7 +552,8 @@ class BlockRun {
       out << " threads " << ranges(at_barrier) << " (of " << count_
           << ", numbered x fastest) wait at __syncthreads at " << where(barrier_site_);
       if (!exited.empty()) out << " but threads " << ranges(exited) << " have exited";
-      if (!elsewhere.empty()) out << "; threads " << ranges(elsewhere) << " wait in warp collectives";
+      if (!elsewhere.empty())
+        out << "; threads " << ranges(elsewhere) << " wait in warp collectives";
       out << ": a barrier that not every thread of the block reaches";
     }
     return out.str();
@@ -524,6 +567,7 @@ class BlockRun {
     void operator()(std::byte* p) const { ::operator delete[](p, std::align_val_t{128}); }
   };
   std::unique_ptr<std::byte[], AlignedDelete> shared_;
+  std::vector<uint64_t> ready_;  // bit per thread: not started, or released
   unsigned barrier_arrived_ = 0;
   std::source_location barrier_site_;
   DeviceThread* running_ = nullptr;
