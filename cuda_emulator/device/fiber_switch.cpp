@@ -16,8 +16,23 @@
 #endif
 #endif
 #ifdef SDP_EMU_ASAN
+#include <sanitizer/asan_interface.h>
 #include <sanitizer/common_interface_defs.h>
 #endif
+
+namespace sdp::emu {
+namespace {
+// A reused stack still carries the poisoned redzones of the frames its last
+// fiber left behind (a finished fiber never unwinds): clear them.
+void forget_old_frames(FiberStack& stack) {
+#ifdef SDP_EMU_ASAN
+  ASAN_UNPOISON_MEMORY_REGION(stack.bottom(), stack.size());
+#else
+  (void)stack;
+#endif
+}
+}  // namespace
+}  // namespace sdp::emu
 
 #if !defined(__x86_64__)
 #include <ucontext.h>
@@ -102,6 +117,7 @@ extern "C" void sdp_emu_fiber_start();
 FiberContext::~FiberContext() = default;
 
 void make_fiber(FiberContext& context, FiberStack& stack, FiberEntry entry, void* argument) {
+  forget_old_frames(stack);
   auto top = reinterpret_cast<uintptr_t>(stack.bottom()) + stack.size();
   top &= ~uintptr_t{15};
   // The frame sdp_emu_fiber_switch pops, lowest address first: control
@@ -139,6 +155,7 @@ ucontext_t& ucontext_of(FiberContext& context) {
 }  // namespace
 
 void make_fiber(FiberContext& context, FiberStack& stack, FiberEntry entry, void* argument) {
+  forget_old_frames(stack);
   ucontext_t& uc = ucontext_of(context);
   if (getcontext(&uc) != 0) die("getcontext failed");
   uc.uc_stack.ss_sp = stack.bottom();

@@ -12,6 +12,7 @@
 #include "cuda_emulator/device/launch.h"
 #include "cuda_emulator/runtime/api_state.h"
 #include "cuda_emulator/runtime/device_memory.h"
+#include "cuda_emulator/runtime/device_views.h"
 #include "cuda_emulator/runtime/emulated_limits.h"
 #include "cuda_emulator/runtime/stream_engine.h"
 #include "cuda_emulator/runtime/thread_block.h"
@@ -107,10 +108,15 @@ void submit_launch(KernelLaunch launch) {
             ") is not device memory (no live cudaMalloc holds it)");
     }
     const auto begin = reinterpret_cast<uintptr_t>(p.pointer);
-    work.accesses.push_back(DeviceAccess{p.pointer, block->end - begin,
+    // The tensor the pointer came from, when the host code noted it and it
+    // lies inside the block; else the rest of the block.
+    size_t bytes = block->end - begin;
+    if (const auto view = noted_view_bytes(p.pointer); view && *view <= bytes) bytes = *view;
+    work.accesses.push_back(DeviceAccess{p.pointer, bytes,
                                          p.writes ? AccessKind::write : AccessKind::read,
                                          "argument " + std::to_string(p.index)});
   }
+  clear_device_views();
   auto shared = std::make_shared<const KernelLaunch>(std::move(launch));
   work.start = [shared] { run_grid(*shared); };
   note_status(submit(shared->stream, std::move(work)));

@@ -11,6 +11,16 @@
 #include "engine/core/dtype.h"
 #include "engine/core/error.h"
 
+#ifdef SDP_CUDA_EMULATION
+namespace sdp::emu {
+// The emulated CUDA device learns the extent of each device view a kernel's
+// pointer comes from (cuda_emulator/runtime/device_views.cpp): its
+// stream-order checker then sees what the kernel can touch, not the rest of
+// the buffer the view lies in.
+void note_device_view(const void* data, size_t bytes);
+}  // namespace sdp::emu
+#endif
+
 namespace sdp {
 
 inline constexpr int kMaxDims = 6;
@@ -52,6 +62,9 @@ class Tensor {
   T* data() const {
     SDP_CHECK(dtype_of<T>::value == dtype_, "tensor holds ", dtype_name(dtype_),
               ", accessed as ", dtype_name(dtype_of<T>::value));
+#ifdef SDP_CUDA_EMULATION
+    if (device_ == Device::cuda) emu::note_device_view(data_, span_bytes());
+#endif
     return static_cast<T*>(data_);
   }
   const Shape& shape() const { return shape_; }
@@ -65,6 +78,13 @@ class Tensor {
   Device device() const { return device_; }
   bool defined() const { return data_ != nullptr || numel() == 0; }
   bool is_contiguous() const;
+  // Bytes from the first element to one past the last (non-negative strides).
+  size_t span_bytes() const {
+    if (numel() == 0) return 0;
+    int64_t last = 0;
+    for (int i = 0; i < shape_.ndim(); ++i) last += (shape_[i] - 1) * strides_[i];
+    return static_cast<size_t>(last + 1) * dtype_size(dtype_);
+  }
 
   // Same storage, new shape; requires a contiguous view and the same numel.
   Tensor view(Shape new_shape) const;
