@@ -11,6 +11,7 @@
 // else is refused with the status cuBLASLt documents (NOT_SUPPORTED for what
 // the emulator does not implement, INVALID_VALUE for what the real library
 // rejects as wrong) and one line on stderr.
+#include "cuda_emulator/runtime/live_objects.h"
 #include <cublasLt.h>
 
 #include <cstdint>
@@ -57,28 +58,9 @@ inline Preference* state_of(cublasLtMatmulPreference_t p) {
   return reinterpret_cast<Preference*>(p);
 }
 
-// The objects this library created and has not destroyed yet, so that a
-// destroyed or never-created pointer is refused instead of read.
+// Live handles and descriptors (cuda_emulator/runtime/live_objects.h).
 template <typename T>
-class Registry {
- public:
-  void add(const T* p) {
-    std::lock_guard<std::mutex> lock(mutex_);
-    live_.insert(p);
-  }
-  bool remove(const T* p) {
-    std::lock_guard<std::mutex> lock(mutex_);
-    return live_.erase(p) > 0;
-  }
-  bool contains(const T* p) const {
-    std::lock_guard<std::mutex> lock(mutex_);
-    return live_.count(p) > 0;
-  }
-
- private:
-  mutable std::mutex mutex_;
-  std::unordered_set<const T*> live_;
-};
+using Registry = LiveObjects<T>;
 
 Registry<cublasLtContext>& handles();
 Registry<MatmulDesc>& matmul_descs();

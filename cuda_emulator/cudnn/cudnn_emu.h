@@ -7,6 +7,7 @@
 // call is emulated: 4-d NCHW tensors, KCRS filters, 2-d cross-correlation
 // with f32 compute, data in CUDNN_DATA_FLOAT or CUDNN_DATA_BFLOAT16. Anything
 // else is refused with the status cuDNN documents and one line on stderr.
+#include "cuda_emulator/runtime/live_objects.h"
 #include <cudnn.h>
 
 #include <cstdint>
@@ -43,28 +44,9 @@ struct cudnnConvolutionStruct {
 
 namespace sdp::emu::cudnn {
 
-// The objects this library created and has not destroyed yet, so that a
-// destroyed or never-created pointer is refused (BAD_PARAM) instead of read.
+// Live handles and descriptors (cuda_emulator/runtime/live_objects.h).
 template <typename T>
-class Registry {
- public:
-  void add(const T* p) {
-    std::lock_guard<std::mutex> lock(mutex_);
-    live_.insert(p);
-  }
-  bool remove(const T* p) {
-    std::lock_guard<std::mutex> lock(mutex_);
-    return live_.erase(p) > 0;
-  }
-  bool contains(const T* p) const {
-    std::lock_guard<std::mutex> lock(mutex_);
-    return live_.count(p) > 0;
-  }
-
- private:
-  mutable std::mutex mutex_;
-  std::unordered_set<const T*> live_;
-};
+using Registry = LiveObjects<T>;
 
 Registry<cudnnContext>& handles();
 Registry<cudnnTensorStruct>& tensors();

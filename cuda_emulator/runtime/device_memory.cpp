@@ -9,16 +9,7 @@
 #include "cuda_emulator/runtime/emulator_config.h"
 #include "cuda_emulator/runtime/stream_work.h"
 
-#if defined(__SANITIZE_ADDRESS__)
-#define SDP_EMU_ASAN 1
-#elif defined(__has_feature)
-#if __has_feature(address_sanitizer)
-#define SDP_EMU_ASAN 1
-#endif
-#endif
-#ifdef SDP_EMU_ASAN
-#include <sanitizer/asan_interface.h>
-#endif
+#include "cuda_emulator/runtime/address_sanitizer.h"
 
 namespace sdp::emu {
 
