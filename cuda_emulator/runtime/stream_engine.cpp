@@ -461,6 +461,30 @@ std::string check_device_range(const void* ptr, size_t bytes) {
   return "";
 }
 
+// Runs f on the live stream (and event) a handle names, under the engine's
+// lock; a handle that names none is cudaErrorInvalidResourceHandle.
+template <typename F>
+cudaError_t on_stream(cudaStream_t stream, F&& f) {
+  Engine& e = engine();
+  std::lock_guard lock(e.mutex);
+  Stream* s = e.find(stream);
+  return s ? f(e, *s) : cudaErrorInvalidResourceHandle;
+}
+template <typename F>
+cudaError_t on_event(cudaEvent_t event, F&& f) {
+  Engine& e = engine();
+  std::lock_guard lock(e.mutex);
+  Event* ev = e.find(event);
+  return ev ? f(e, *ev) : cudaErrorInvalidResourceHandle;
+}
+template <typename F>
+cudaError_t on_stream_and_event(cudaStream_t stream, cudaEvent_t event, F&& f) {
+  return on_stream(stream, [&](Engine& e, Stream& s) {
+    Event* ev = e.find(event);
+    return ev ? f(e, s, *ev) : cudaErrorInvalidResourceHandle;
+  });
+}
+
 cudaError_t create_stream(cudaStream_t* stream, bool blocking) {
   if (!stream) return cudaErrorInvalidValue;
   Engine& e = engine();
@@ -470,29 +494,24 @@ cudaError_t create_stream(cudaStream_t* stream, bool blocking) {
 }
 
 cudaError_t destroy_stream(cudaStream_t stream) {
-  Engine& e = engine();
-  std::lock_guard lock(e.mutex);
-  Stream* s = e.find(stream);
-  if (!s || s->legacy) return cudaErrorInvalidResourceHandle;
-  e.destroy(*s);
-  return cudaSuccess;
+  return on_stream(stream, [](Engine& e, Stream& s) {
+    if (s.legacy) return cudaErrorInvalidResourceHandle;
+    e.destroy(s);
+    return cudaSuccess;
+  });
 }
 
 cudaError_t synchronize_stream(cudaStream_t stream) {
-  Engine& e = engine();
-  std::lock_guard lock(e.mutex);
-  Stream* s = e.find(stream);
-  if (!s) return cudaErrorInvalidResourceHandle;
-  e.synchronize(*s);
-  return cudaSuccess;
+  return on_stream(stream, [](Engine& e, Stream& s) {
+    e.synchronize(s);
+    return cudaSuccess;
+  });
 }
 
 cudaError_t query_stream(cudaStream_t stream) {
-  Engine& e = engine();
-  std::lock_guard lock(e.mutex);
-  Stream* s = e.find(stream);
-  if (!s) return cudaErrorInvalidResourceHandle;
-  return e.idle(*s) ? cudaSuccess : cudaErrorNotReady;
+  return on_stream(stream, [](Engine& e, Stream& s) {
+    return e.idle(s) ? cudaSuccess : cudaErrorNotReady;
+  });
 }
 
 cudaError_t synchronize_device() {
@@ -511,49 +530,37 @@ cudaError_t create_event(cudaEvent_t* event) {
 }
 
 cudaError_t destroy_event(cudaEvent_t event) {
-  Engine& e = engine();
-  std::lock_guard lock(e.mutex);
-  Event* ev = e.find(event);
-  if (!ev) return cudaErrorInvalidResourceHandle;
-  e.destroy(*ev);
-  return cudaSuccess;
+  return on_event(event, [](Engine& e, Event& ev) {
+    e.destroy(ev);
+    return cudaSuccess;
+  });
 }
 
 cudaError_t record_event(cudaEvent_t event, cudaStream_t stream) {
-  Engine& e = engine();
-  std::lock_guard lock(e.mutex);
-  Event* ev = e.find(event);
-  Stream* s = e.find(stream);
-  if (!ev || !s) return cudaErrorInvalidResourceHandle;
-  e.record(*ev, *s);
-  return cudaSuccess;
+  return on_stream_and_event(stream, event, [](Engine& e, Stream& s, Event& ev) {
+    e.record(ev, s);
+    return cudaSuccess;
+  });
 }
 
 cudaError_t wait_event(cudaStream_t stream, cudaEvent_t event) {
-  Engine& e = engine();
-  std::lock_guard lock(e.mutex);
-  Event* ev = e.find(event);
-  Stream* s = e.find(stream);
-  if (!ev || !s) return cudaErrorInvalidResourceHandle;
-  e.wait_event(*s, *ev);
-  return cudaSuccess;
+  return on_stream_and_event(stream, event, [](Engine& e, Stream& s, Event& ev) {
+    e.wait_event(s, ev);
+    return cudaSuccess;
+  });
 }
 
 cudaError_t query_event(cudaEvent_t event) {
-  Engine& e = engine();
-  std::lock_guard lock(e.mutex);
-  Event* ev = e.find(event);
-  if (!ev) return cudaErrorInvalidResourceHandle;
-  return e.event_done(*ev) ? cudaSuccess : cudaErrorNotReady;
+  return on_event(event, [](Engine& e, Event& ev) {
+    return e.event_done(ev) ? cudaSuccess : cudaErrorNotReady;
+  });
 }
 
 cudaError_t synchronize_event(cudaEvent_t event) {
-  Engine& e = engine();
-  std::lock_guard lock(e.mutex);
-  Event* ev = e.find(event);
-  if (!ev) return cudaErrorInvalidResourceHandle;
-  e.synchronize(*ev);
-  return cudaSuccess;
+  return on_event(event, [](Engine& e, Event& ev) {
+    e.synchronize(ev);
+    return cudaSuccess;
+  });
 }
 
 void forget_accesses(uintptr_t begin, uintptr_t end) {
