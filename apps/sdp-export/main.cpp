@@ -3,6 +3,9 @@
 // process: model.safetensors, config.json, generation_config.json, the
 // tokenizer files, and optimizer.safetensors + sdp_state.json, so the output
 // both loads in transformers and resumes with sdp-train --resume.
+// The output is checked before anything is written (export_destination.h):
+// an export never replaces a checkpoint, a save directory or files that it
+// did not write.
 #include <cstdio>
 #include <string>
 
@@ -11,6 +14,7 @@
 #include "engine/checkpoint/byte_size.h"
 #include "engine/core/error.h"
 #include "engine/train/checkpoint_dir.h"
+#include "engine/train/export_destination.h"
 #include "engine/train/sharded_checkpoint.h"
 #include "engine/train/sharded_export.h"
 
@@ -21,7 +25,15 @@ int main(int argc, char** argv) {
                  "Sharded checkpoint directory (with sdp_shards.json), or a save dir whose "
                  "'latest' names one")
       ->required();
-  app.add_option("out", out, "Directory to write (replaced atomically if it exists)")->required();
+  bool force = false;
+  app.add_option("out", out,
+                 "Directory to write: new, empty, or an earlier export (replaced atomically). "
+                 "Never the checkpoint itself, a save directory with checkpoints, or a "
+                 "directory inside or around either")
+      ->required();
+  app.add_flag("--force", force,
+               "Write into a non-empty directory that is no earlier export: the export's files "
+               "are added, replacing files of the same names; no other file is deleted");
   app.add_option("--max-shard-size", max_shard_size,
                  "Largest .safetensors file before sharding (5GB, 500MB, 2GiB, bytes)");
   CLI11_PARSE(app, argc, argv);
@@ -32,8 +44,15 @@ int main(int argc, char** argv) {
       sdp::fail("'", dir.string(), "' is not a sharded checkpoint (it has no ",
                 sdp::kShardIndexFileName, "); a checkpoint of the hf form is already what "
                 "sdp-export writes");
-    sdp::export_sharded_checkpoint(dir, out, max_bytes);
-    std::printf("exported %s to %s\n", dir.c_str(), out.c_str());
+    const sdp::ExportDestination destination =
+        sdp::check_export_destination(dir, source, out, force);
+    const int others = sdp::write_export(destination, [&](const std::filesystem::path& into) {
+      sdp::export_sharded_checkpoint(dir, into, max_bytes);
+    });
+    std::printf("exported %s to %s", dir.c_str(), out.c_str());
+    if (others > 0) std::printf(" (beside the %d other entr%s it held)", others,
+                                others == 1 ? "y" : "ies");
+    std::printf("\n");
     return 0;
   } catch (const std::exception& e) {
     std::fprintf(stderr, "sdp-export: error: %s\n", e.what());

@@ -7,12 +7,14 @@
 #include <new>
 #include <optional>
 #include <string>
+#include <system_error>
 
 #include <CLI/CLI.hpp>
 
 #include "apps/sdp-train/options.h"
 #include "apps/sdp-train/run.h"
 #include "comm/mpi_runtime.h"
+#include "engine/checkpoint/atomic_file.h"
 #include "engine/core/error.h"
 #include "models/llama/llama_config.h"
 #include "models/registry.h"
@@ -56,6 +58,37 @@ int check_output_delivered(int rc) {
   return rc;
 }
 
+// The exit status of a run that failed with `e`: sdp::kExitPermanentError
+// (3) for an error that running the job again cannot cure, which
+// scripts/sdp-run therefore does not retry: configuration and flags, a save
+// directory that cannot be written or that another job holds, a full disk,
+// a corrupted checkpoint. 2 for any other error.
+int exit_status_of(const std::exception& e) {
+  if (dynamic_cast<const sdp::PermanentError*>(&e)) return sdp::kExitPermanentError;
+  if (const auto* collective = dynamic_cast<const sdp::CollectiveError*>(&e))
+    return collective->permanent() ? sdp::kExitPermanentError : 2;
+  // std::filesystem_error is one too: a directory the library could not make.
+  if (const auto* system = dynamic_cast<const std::system_error*>(&e))
+    if ((system->code().category() == std::generic_category() ||
+         system->code().category() == std::system_category()) &&
+        sdp::checkpoint::is_permanent_errno(system->code().value()))
+      return sdp::kExitPermanentError;
+  return 2;
+}
+
+// The configuration from defaults, --config and flags; any error in them is
+// one a restart cannot cure.
+sdp::TrainConfig resolve_config_or_fail(const CLI::App& app,
+                                        const sdp::app::CliOptions& options) {
+  try {
+    return sdp::app::resolve_config(app, options);
+  } catch (const sdp::PermanentError&) {
+    throw;
+  } catch (const sdp::Error& e) {
+    throw sdp::PermanentError(e.what());
+  }
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -67,7 +100,12 @@ int main(int argc, char** argv) {
   app.get_formatter()->column_width(34);
   sdp::app::CliOptions options;
   sdp::app::add_options(app, options);
-  CLI11_PARSE(app, argc, argv);
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    // --help and the like end with 0; a bad flag is a permanent error.
+    return app.exit(e) == 0 ? 0 : sdp::kExitPermanentError;
+  }
   // Every rank parses the same flags: only rank 0 reports what they all see.
   std::optional<MpiRuntime> mpi;
   int rank = 0;
@@ -77,7 +115,7 @@ int main(int argc, char** argv) {
       rank = MpiRuntime::rank();
     }
     if (options.list_models) return check_output_delivered(rank == 0 ? list_models() : 0);
-    const sdp::TrainConfig config = sdp::app::resolve_config(app, options);
+    const sdp::TrainConfig config = resolve_config_or_fail(app, options);
     if (options.print_config) {
       if (rank == 0) std::printf("%s\n", config.to_json().dump(2).c_str());
       return check_output_delivered(0);
@@ -98,7 +136,7 @@ int main(int argc, char** argv) {
   } catch (const sdp::CollectiveError& e) {
     // Every rank failed alike at the same point: one report, a clean end.
     if (rank == 0) std::fprintf(stderr, "sdp-train: error: %s\n", e.what());
-    return 2;
+    return exit_status_of(e);
   } catch (const std::exception& e) {
     if (rank == 0) {
       std::fprintf(stderr, "sdp-train: error: %s\n", e.what());
@@ -106,8 +144,9 @@ int main(int argc, char** argv) {
       std::fprintf(stderr, "sdp-train: [rank %d] error: %s\n", rank, e.what());
     }
     // A rank that fails alone must not leave the others waiting in a
-    // collective: end the whole job.
-    if (mpi && MpiRuntime::size() > 1) MpiRuntime::abort_job(2);
-    return 2;
+    // collective: end the whole job (mpirun exits with this status).
+    const int status = exit_status_of(e);
+    if (mpi && MpiRuntime::size() > 1) MpiRuntime::abort_job(status);
+    return status;
   }
 }

@@ -4,14 +4,18 @@
 #include <cmath>
 #include <cstdio>
 #include <fstream>
+#include <memory>
 #include <optional>
+#include <string>
 #include <vector>
 
 #include "apps/sdp-train/fault_hook.h"
 #include "apps/sdp-train/pipeline_report.h"
 #include "apps/sdp-train/rank_report.h"
 #include "comm/communicator.h"
+#include "engine/checkpoint/save_dir_lock.h"
 #include "engine/core/error.h"
+#include "engine/core/tensor.h"
 #include "engine/metrics/memory_report.h"
 #include "engine/metrics/metrics_log.h"
 #include "engine/train/checkpoint_dir.h"
@@ -108,6 +112,40 @@ std::vector<double> continue_metrics(const std::filesystem::path& path, int64_t 
   return trim.recent_losses;
 }
 
+// Before any training: rank 0 checks that the save directory can be written
+// and takes its lock for the job's lifetime (save_dir_lock.h), so that a
+// read-only or full directory, or one another job is saving into, fails now
+// rather than at the first save. Every rank learns the outcome, so a refused
+// job ends on every rank with rank 0's message, and as a permanent error
+// where it is one (sdp-run does not restart it).
+std::unique_ptr<checkpoint::SaveDirLock> lock_save_dir(const TrainConfig& config,
+                                                       comm::Communicator* world) {
+  const bool rank0 = !world || world->rank() == 0;
+  std::unique_ptr<checkpoint::SaveDirLock> lock;
+  std::string error;
+  bool permanent = true;
+  if (rank0) {
+    try {
+      lock = std::make_unique<checkpoint::SaveDirLock>(config.save_dir);
+    } catch (const PermanentError& e) {
+      error = e.what();
+    } catch (const std::exception& e) {
+      error = e.what();
+      permanent = false;
+    }
+  }
+  if (world && world->size() > 1) {
+    int32_t status = error.empty() ? 0 : permanent ? 2 : 1;  // rank 0's
+    Tensor t(&status, {1}, DType::i32, Device::cpu);
+    world->broadcast(t, 0);
+    if (!rank0 && status != 0)
+      throw CollectiveError("rank 0 could not prepare the save directory (its message says why)",
+                            status == 2);
+  }
+  if (!error.empty()) throw CollectiveError(error, permanent);
+  return lock;
+}
+
 }  // namespace
 
 int run_training(const TrainConfig& config, bool dry, bool use_mpi) {
@@ -124,6 +162,8 @@ int run_training(const TrainConfig& config, bool dry, bool use_mpi) {
   else if (use_mpi)
     mpi_world = comm::make_world("mpi", options);
   if (dry) return dry_run(config, mpi_world.get());
+  const auto save_dir_lock =
+      config.save_dir.empty() ? nullptr : lock_save_dir(config, mpi_world.get());
   const FaultHook fault_hook = FaultHook::from_environment();
   auto trainer_ptr = make_trainer(config, mpi_world.get());
   Trainer& trainer = *trainer_ptr;
@@ -135,6 +175,14 @@ int run_training(const TrainConfig& config, bool dry, bool use_mpi) {
   if (!config.resume.empty()) {
     const auto dir = resolve_checkpoint(config.resume);
     trainer.load_checkpoint(dir);
+    // Every rank resumed the same step (the ranks agree on the checkpoint).
+    if (trainer.step() > config.steps)
+      throw CollectiveError(
+          format("steps = ", config.steps, " (--steps) is below the step of the checkpoint it "
+                 "resumes, ", dir.string(), " at step ", trainer.step(), ": there is nothing to "
+                 "train (valid: steps >= ", trainer.step(), "; steps counts from the start of "
+                 "the run, not from the checkpoint)"),
+          true);
     say("resumed from %s at step %lld\n", dir.c_str(), static_cast<long long>(trainer.step()));
   }
   const Model& model = trainer.model();

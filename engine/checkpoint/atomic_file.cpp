@@ -19,10 +19,23 @@ namespace fs = std::filesystem;
 
 namespace sdp::checkpoint {
 
+bool is_permanent_errno(int err) {
+  switch (err) {
+    case EACCES: case EPERM: case EROFS: case ENOSPC: case EDQUOT: case ENOTDIR:
+    case ENAMETOOLONG:
+      return true;
+    default:
+      return false;
+  }
+}
+
 namespace detail {
 
 [[noreturn]] void fail_errno(const std::string& what, const fs::path& path, int err) {
-  fail(what, " '", path.string(), "': ", std::system_category().message(err));
+  const std::string message =
+      format(what, " '", path.string(), "': ", std::system_category().message(err));
+  if (is_permanent_errno(err)) throw PermanentError(message);
+  throw Error(message);
 }
 
 fs::path unique_sibling(const fs::path& base, const char* tag) {

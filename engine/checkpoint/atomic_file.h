@@ -97,11 +97,17 @@ class DirectoryTransaction {
   bool committed_ = false;
 };
 
+// Whether a failed file operation's errno is one that a restart cannot cure:
+// no permission, a read-only filesystem, a full disk or quota, a path
+// through a regular file, a name too long.
+bool is_permanent_errno(int err);
+
 namespace detail {
 // "<base>.<tag>-<host>-<machine>-<pid>-<counter>-<random>": distinct across
 // threads, processes and hosts (the fields: stale_staging.h).
 std::filesystem::path unique_sibling(const std::filesystem::path& base, const char* tag);
-// "<what> '<path>': <strerror(err)>"
+// "<what> '<path>': <strerror(err)>": sdp::PermanentError for a permanent
+// errno (is_permanent_errno), sdp::Error otherwise.
 [[noreturn]] void fail_errno(const std::string& what, const std::filesystem::path& path, int err);
 }  // namespace detail
 

@@ -8,10 +8,11 @@
 
 namespace sdp {
 
-class ConfigFieldError : public Error {
+// A permanent error: the same configuration fails the same way on a restart.
+class ConfigFieldError : public PermanentError {
  public:
   ConfigFieldError(std::string field, const std::string& message)
-      : Error(message), field_(std::move(field)) {}
+      : PermanentError(message), field_(std::move(field)) {}
   const std::string& field() const { return field_; }
 
  private:

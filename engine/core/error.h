@@ -19,7 +19,25 @@ class Error : public std::runtime_error {
 class CollectiveError : public Error {
  public:
   using Error::Error;
+  // permanent: also an error that a restart cannot cure (PermanentError
+  // below), such as a save directory that another job holds.
+  CollectiveError(const std::string& message, bool permanent)
+      : Error(message), permanent_(permanent) {}
+  bool permanent() const { return permanent_; }
+
+ private:
+  bool permanent_ = false;
 };
+
+// An error that running the job again cannot cure: a configuration or flag
+// out of range, a save directory that cannot be written, a full disk, a
+// corrupted checkpoint. sdp-train exits with kExitPermanentError for it, and
+// scripts/sdp-run, which restarts jobs that failed, does not retry that code.
+class PermanentError : public Error {
+ public:
+  using Error::Error;
+};
+inline constexpr int kExitPermanentError = 3;
 
 namespace detail {
 inline void append(std::ostringstream&) {}

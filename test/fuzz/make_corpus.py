@@ -75,6 +75,10 @@ write("json_config", "config_valid", json.dumps(
     {"model": "tiny", "batch": 4, "seq": 32, "lr": 0.001, "seed": 7, "progress": False,
      "strategy": "b-sdp", "active_fraction": 0.5, "save_dir": "ckpt", "save_every": 10}))
 write("json_config", "latest", json.dumps({"checkpoint": "step-000010", "step": 10}))
+# `latest` naming a directory outside the save directory (refused).
+write("json_config", "latest_outside",
+      json.dumps({"checkpoint": "../../other/step-000010", "step": 10}))
+write("json_config", "latest_absolute", json.dumps({"checkpoint": "/tmp/step-000010", "step": 10}))
 write("json_config", "wrong_type", '{"batch": "four"}')
 write("json_config", "unknown_key", '{"bacth": 4}')
 write("json_config", "number_overflow", '{"lr": 1e400}')

@@ -15,6 +15,11 @@ CASE:
       with one rank fewer (--min-ranks 1) and finishes; a job that dies at
       the same step on every attempt stops after --max-restarts with a
       non-zero exit and says so.
+  permanent_error_not_retried  a save directory that cannot be created (its
+      parent is a regular file, which stops root too) ends the first attempt
+      at start-up with sdp-train's permanent-error exit code 3; sdp-run
+      says that it does not restart, neither at the same size nor with fewer
+      ranks, and exits 3.
 
 DIR is emptied first. Every wait is bounded; standard library only.
 """
@@ -146,9 +151,26 @@ def min_ranks_and_give_up(a):
     print(f"ok: dropped to 1 rank after a failure without a checkpoint; gave up with exit {rc}")
 
 
+def permanent_error_not_retried(a):
+    with open(os.path.join(a.work, "file"), "w", encoding="utf-8") as f:
+        f.write("a regular file, not a directory\n")
+    rc, out = sdp_run(a, ["--np", "2", "--max-restarts", "2", "--min-ranks", "1"],
+                      TRAIN + ["--save-dir", "file/ck"], {})
+    if rc != 3:
+        fail(f"sdp-run exited {rc}, expected 3 (the permanent error's exit code)")
+    expect("cannot create save directory 'file/ck'", out, "sdp-train's message")
+    expect("exit code 3 is a permanent error", out, "the permanent error")
+    expect("sdp-run does not restart it", out, "the refusal to restart")
+    for text in ("restart 1 of", "dropping to", "step 1/"):
+        if text in out:
+            fail(f"the output says {text!r}: the job was restarted or trained")
+    print("ok: a permanent error at start-up ended sdp-run after one attempt with exit 3")
+
+
 def main():
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    p.add_argument("case", choices=["kill_resumes_identically", "min_ranks_and_give_up"])
+    p.add_argument("case", choices=["kill_resumes_identically", "min_ranks_and_give_up",
+                                    "permanent_error_not_retried"])
     p.add_argument("--sdp-run", required=True)
     p.add_argument("--sdp-train", required=True)
     p.add_argument("--mpiexec", required=True)
@@ -158,7 +180,8 @@ def main():
     shutil.rmtree(a.work, ignore_errors=True)
     os.makedirs(a.work)
     {"kill_resumes_identically": kill_resumes_identically,
-     "min_ranks_and_give_up": min_ranks_and_give_up}[a.case](a)
+     "min_ranks_and_give_up": min_ranks_and_give_up,
+     "permanent_error_not_retried": permanent_error_not_retried}[a.case](a)
 
 
 if __name__ == "__main__":
