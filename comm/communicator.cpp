@@ -100,8 +100,24 @@ Communicator::Communicator(int rank, int size, std::string name, std::vector<int
   SDP_CHECK(stats_ != nullptr, "communicator needs a CommStats");
 }
 
+// Group ranks are what the API takes (peer, root), world ranks what a person
+// reading the message can find (mpirun's ranks, the "[rank R]" prefixes), so
+// a message inside a group names both; in the world they are one number.
 std::string Communicator::where(Op op) const {
-  return format(op_name(op), " on group ", name_, " (rank ", rank_, " of ", size_, ")");
+  const bool in_world = world_ranks_.size() == 1 || name_ == "world";
+  return format(op_name(op), " on group ", name_, " (rank ", rank_, " of ", size_,
+                in_world ? std::string() : format(", world rank ", world_rank()), ")");
+}
+
+std::string Communicator::peer_name(int peer) const {
+  if (peer < 0 || peer >= size_) return format("group rank ", peer, " (out of range)");
+  const int world = world_ranks_[static_cast<size_t>(peer)];
+  if (name_ == "world" && world == peer) return format("world rank ", world);
+  return format("world rank ", world, " (group rank ", peer, ")");
+}
+
+std::string Communicator::peer_op(Op op, int peer) const {
+  return format(op_name(op), op == Op::send ? " to " : " from ", peer_name(peer));
 }
 
 void Communicator::check_supported(Op, const Tensor&, bool) const {}

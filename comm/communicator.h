@@ -136,6 +136,15 @@ class Communicator {
   // World ranks of the members, in group-rank order.
   const std::vector<int>& world_ranks() const { return world_ranks_; }
   virtual std::string_view backend() const = 0;  // "local", "mpi", "emulated", "nccl"
+  // A peer (a rank of this group) as messages name it: by its world rank,
+  // the one launchers, logs and hostfiles use, with the group rank beside it
+  // in a group other than the world: "world rank 3 (group rank 1)".
+  std::string peer_name(int peer) const;
+  // The operation a point-to-point deadline names: "send to world rank 1",
+  // "recv from world rank 3 (group rank 1)".
+  std::string peer_op(Op op, int peer) const;
+  // This rank's world rank (the "[rank R]" of deadline messages).
+  int world_rank() const { return world_ranks_[static_cast<size_t>(rank_)]; }
 
   // All buffers are contiguous; every rank passes the same shape and dtype.
   // Reductions take f32, f64, i32 (sum only) and bf16 (device backends);
@@ -211,7 +220,9 @@ class Communicator {
   virtual void check_supported(Op op, const Tensor& buffer, bool reduces) const;
   // Checks and counts an all-gather; false when nothing is to move (meta).
   bool start_all_gather(const Tensor& input, Tensor& output);
-  // The start of every argument error: "all_reduce on group world (rank 1 of 4)".
+  // The start of every argument error: "all_reduce on group world (rank 1 of
+  // 4)"; in a group other than the world, this rank's world rank beside its
+  // group rank: "recv on group ranks:1,3 (rank 1 of 2, world rank 3)".
   std::string where(Op op) const;
 
  private:

@@ -93,14 +93,15 @@ int MpiCommunicator::count_of(Op op, const Tensor& t) const {
 void MpiCommunicator::wait(MPI_Request& request, std::string_view op, int64_t bytes,
                            MPI_Status* status) const {
   int done = 0;
-  const bool finished = poll_until(
+  const WaitOutcome outcome = poll_until(
       [&] {
         MPI_CHECK(MPI_Test(&request, &done, status));
         return done != 0;
       },
       options().timeout_seconds);
-  if (!finished)
-    end_job_after_timeout(MpiRuntime::rank(), op, name(), bytes, options().timeout_seconds);
+  if (!outcome)
+    end_job_after_timeout(MpiRuntime::rank(), op, name(), bytes, options().timeout_seconds,
+                          outcome);
 }
 
 void MpiCommunicator::do_all_reduce(Tensor& buffer, ReduceOp op) {
@@ -178,12 +179,9 @@ void MpiCommunicator::do_broadcast(Tensor& buffer, int root) {
   wait(request, op_name(Op::broadcast), static_cast<int64_t>(buffer.bytes()));
 }
 
-// The deadline messages name the peer: a pipeline stage waits on one
-// neighbour, and which one is what a hang report must say.
-std::string MpiCommunicator::peer_op(Op op, int peer) const {
-  return format(op_name(op), op == Op::send ? " to rank " : " from rank ", peer);
-}
-
+// The deadline messages name the peer (Communicator::peer_op, by world
+// rank): a pipeline stage waits on one neighbour, and which one is what a
+// hang report must say.
 MPI_Request MpiCommunicator::start_send(const Tensor& buffer, int peer) {
   MPI_Request request;
   MPI_CHECK(MPI_Isend(buffer.raw(), count_of(Op::send, buffer), mpi_type(buffer.dtype()), peer,
@@ -222,7 +220,7 @@ void MpiCommunicator::do_recv(Tensor& buffer, int peer) {
   MPI_CHECK(MPI_Get_count(&status, mpi_type(buffer.dtype()), &received));
   if (received != expected)
     fail(where(Op::recv), ": expected ", expected, " ", dtype_name(buffer.dtype()),
-         " elements from rank ", peer, ", received ", received,
+         " elements from ", peer_name(peer), ", received ", received,
          " (send and recv must use the same shape)");
 }
 

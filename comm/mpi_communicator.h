@@ -48,8 +48,6 @@ class MpiCommunicator final : public Communicator {
   // Starts MPI_Iallgather (in place when input is this rank's chunk).
   MPI_Request start_all_gather_request(const Tensor& input, Tensor& output);
   MPI_Request start_send(const Tensor& buffer, int peer);
-  // "send to rank 1", "recv from rank 0": the operation a deadline names.
-  std::string peer_op(Op op, int peer) const;
   // Element count as MPI's int, refusing buffers beyond it.
   int count_of(Op op, const Tensor& t) const;
   // Waits for `request` until the deadline; on timeout ends the job.

@@ -22,8 +22,6 @@ using namespace sdp;
 using namespace sdp::pipeline;
 using namespace sdp::pipeline_tool;
 
-constexpr int kMaxStages = 4096;
-constexpr int kMaxMicrobatches = 1 << 20;
 
 struct Options {
   std::string schedule = "1f1b";
@@ -67,8 +65,14 @@ std::string valid_names() {
 Schedule resolve(const std::string& flag, const std::string& spec, const Options& o) {
   const std::string prefix = "file:";
   if (spec.rfind(prefix, 0) == 0) {
-    const Schedule s = load_schedule(spec.substr(prefix.size()));
-    validate(s);
+    // The same reading and checks as sdp-train's schedule = file:PATH, and
+    // the same message after the flag.
+    Schedule s;
+    try {
+      s = load_valid_schedule(spec.substr(prefix.size()));
+    } catch (const Error& e) {
+      fail(flag, " '", spec, "': ", e.what());
+    }
     if (o.stages && s.num_stages() != o.stages)
       fail(flag, " '", spec, "' has ", s.num_stages(), " stages but --stages is ", o.stages);
     if (o.microbatches && s.microbatches != o.microbatches)
@@ -168,11 +172,8 @@ pipeline::SimulationCosts costs_from_model(const Options& o, int P, std::string&
   if (o.flops_per_second > 0) {
     rates = uniform_rates(o.flops_per_second);
   } else {
-    const nlohmann::json j = checkpoint::read_json_file(o.calibrate);
-    const size_t measured_stages = j.contains("stages") && j["stages"].is_array() ? j["stages"].size() : 0;
-    if (measured_stages < 1) fail("--calibrate ", o.calibrate, " lists no \"stages\" (a costs.json of a measured run)");
-    const pipeline::SimulationCosts measured_costs =
-        pipeline::costs_from_json(j, static_cast<int>(measured_stages));
+    const pipeline::SimulationCosts measured_costs = read_measured_costs(o.calibrate);
+    const size_t measured_stages = measured_costs.stages.size();
     // The measured run: the same model, micro-batch and split unless told;
     // always f32 (a CPU run) unless --dtype says otherwise.
     ModelCase m{o.calibrate_model.empty() ? o.model : o.calibrate_model,
@@ -183,7 +184,7 @@ pipeline::SimulationCosts costs_from_model(const Options& o, int P, std::string&
            c.model, " a ", model_family_name(model_family(c.model)),
            " one (valid: a measured run of the same family)");
     const ModelStages measured = count_model_stages(m);
-    rates = calibrated_rates(measured, measured_costs, &error);
+    rates = calibrated_rates(measured, measured_costs, &error, o.calibrate);
     calibration = "calibration on " + o.calibrate + ": per measured stage, largest error of F, I, W times:";
     for (size_t s = 0; s < error.size(); ++s) calibration += " stage " + std::to_string(s) + " " + printed("%.2f", 100 * error[s]) + "%";
     calibration += "\n\n";

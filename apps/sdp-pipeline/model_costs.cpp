@@ -4,10 +4,14 @@
 #include <cmath>
 #include <memory>
 
+#include "engine/checkpoint/json_file.h"
 #include "engine/core/allocator.h"
+#include "engine/core/config_limits.h"
 #include "engine/core/error.h"
 #include "engine/core/tensor.h"
+#include "engine/pipeline/costs_json.h"
 #include "engine/pipeline/stage_split.h"
+#include "engine/plan/step_time.h"
 #include "models/registry.h"
 
 namespace sdp::pipeline_tool {
@@ -77,10 +81,24 @@ void measure_stage_bytes(const ModelCase& c, const StageSpan& span, ModelStage& 
   model->backward_weight({}, 0);
 }
 
-double positive_or_fail(double flops, double seconds, const char* kind, int stage) {
-  if (flops > 0 && !(seconds > 0))
-    fail("--calibrate: stage ", stage, " has ", flops, " counted ", kind, " FLOPs but a measured ", kind,
-         " time of ", seconds, " s (valid: a time > 0 for every kind a stage computes)");
+// A stage's measured time of one kind, where it has FLOPs of that kind: > 0,
+// and within the times that make a plausible rate.
+double checked_time(double flops, double seconds, const char* kind, int stage,
+                    const std::string& source) {
+  if (!(flops > 0)) return seconds;
+  namespace C = calibration_limits;
+  if (!(seconds > 0))
+    fail("--calibrate ", source, ": stage ", stage, " has ", flops, " counted ", kind,
+         " FLOPs but a measured ", kind, " time of ", seconds,
+         " s (valid: a time > 0 for every kind a stage computes)");
+  const double rate = flops / seconds;
+  if (!(rate >= C::kMinFlopsPerSecond && rate <= C::kMaxFlopsPerSecond))
+    fail("--calibrate ", source, ": stage ", stage, "'s measured ", kind, " time of ", seconds,
+         " s for ", flops, " counted FLOPs is ",
+         std::isfinite(rate) ? format("a rate of ", rate, " FLOP/s") : std::string("no finite rate"),
+         " (valid: ",
+         C::kMinFlopsPerSecond, " to ", C::kMaxFlopsPerSecond, " FLOP/s, a time from ",
+         flops / C::kMaxFlopsPerSecond, " to ", flops / C::kMinFlopsPerSecond, " s)");
   return seconds;
 }
 
@@ -127,10 +145,10 @@ ComputeRates uniform_rates(double flops_per_second) {
 }
 
 ComputeRates calibrated_rates(const ModelStages& measured, const pipeline::SimulationCosts& costs,
-                              std::vector<double>* per_stage_error) {
+                              std::vector<double>* per_stage_error, const std::string& source) {
   const size_t P = measured.stages.size();
   if (costs.stages.size() != P)
-    fail("--calibrate: the costs file has ", costs.stages.size(), " stages, the measured case (",
+    fail("--calibrate ", source, ": the costs file has ", costs.stages.size(), " stages, the measured case (",
          measured.model_case.describe(), ") has ", P);
   double flops[3] = {0, 0, 0}, seconds[3] = {0, 0, 0};
   for (size_t s = 0; s < P; ++s) {
@@ -138,15 +156,15 @@ ComputeRates calibrated_rates(const ModelStages& measured, const pipeline::Simul
     const pipeline::StageCosts& t = costs.stages[s];
     const int st = static_cast<int>(s);
     flops[0] += f.forward_flops;
-    seconds[0] += positive_or_fail(f.forward_flops, t.forward, "forward", st);
+    seconds[0] += checked_time(f.forward_flops, t.forward, "forward", st, source);
     flops[1] += f.backward_input_flops;
-    seconds[1] += positive_or_fail(f.backward_input_flops, t.input_grad, "input-gradient", st);
+    seconds[1] += checked_time(f.backward_input_flops, t.input_grad, "input-gradient", st, source);
     flops[2] += f.backward_weight_flops;
-    seconds[2] += positive_or_fail(f.backward_weight_flops, t.weight_grad, "weight-gradient", st);
+    seconds[2] += checked_time(f.backward_weight_flops, t.weight_grad, "weight-gradient", st, source);
   }
   for (int k = 0; k < 3; ++k)
     if (!(flops[k] > 0))
-      fail("--calibrate: the measured case (", measured.model_case.describe(),
+      fail("--calibrate ", source, ": the measured case (", measured.model_case.describe(),
            ") counts no FLOPs of action kind ", k == 0 ? "F" : k == 1 ? "I" : "W");
   ComputeRates r;
   r.forward = flops[0] / seconds[0];
@@ -170,6 +188,19 @@ ComputeRates calibrated_rates(const ModelStages& measured, const pipeline::Simul
     }
   }
   return r;
+}
+
+pipeline::SimulationCosts read_measured_costs(const std::string& path) {
+  const nlohmann::json j = checkpoint::read_json_file(path);
+  const size_t stages = j.is_object() && j.contains("stages") && j["stages"].is_array() ? j["stages"].size() : 0;
+  if (stages < 1 || stages > static_cast<size_t>(config_limits::kPipelineStages))
+    fail("--calibrate ", path, " lists ", stages, " \"stages\" (valid: 1 to ", config_limits::kPipelineStages,
+         ", the costs.json of a measured run)");
+  try {
+    return pipeline::costs_from_json(j, static_cast<int>(stages));
+  } catch (const Error& e) {
+    fail("--calibrate ", path, ": ", e.what());
+  }
 }
 
 pipeline::SimulationCosts model_costs(const ModelStages& stages, const ComputeRates& rates) {

@@ -63,8 +63,18 @@ ComputeRates uniform_rates(double flops_per_second);
 // returned in `per_stage_error` ([P_measured] largest relative error of its
 // F, I, W times). Fails when the file's stage count is not the measured
 // case's, or a stage has a zero time for a kind that has FLOPs.
+// Each stage's rate of each kind (its FLOPs over its measured time) must lie
+// within [kMinFlopsPerSecond, kMaxFlopsPerSecond] of engine/plan/step_time.h:
+// a time of 1e308 s or 1e-310 s is refused, naming `source` (the file), the
+// stage and the kind, never turned into a rate printed as 0 or inf.
 ComputeRates calibrated_rates(const ModelStages& measured, const pipeline::SimulationCosts& costs,
-                              std::vector<double>* per_stage_error);
+                              std::vector<double>* per_stage_error,
+                              const std::string& source = "the costs file");
+
+// The costs file of a measured run that --calibrate names: its stage count
+// is the number of "stages" it lists (at least one). Every error names the
+// file, the stage and the key.
+pipeline::SimulationCosts read_measured_costs(const std::string& path);
 
 // The costs the simulator takes: times = FLOPs / rate, B = I + W, bytes as
 // counted, the link free (a latency or bandwidth can be given in a costs

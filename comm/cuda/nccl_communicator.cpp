@@ -180,7 +180,7 @@ void NcclCommunicator::wait_for(const std::function<cudaError_t()>& query, std::
                                 int64_t bytes) {
   cudaError_t state = cudaSuccess;
   ncclResult_t async = ncclSuccess;
-  const bool finished = poll_until(
+  const WaitOutcome outcome = poll_until(
       [&] {
         state = query();
         if (state != cudaErrorNotReady) return true;
@@ -188,16 +188,15 @@ void NcclCommunicator::wait_for(const std::function<cudaError_t()>& query, std::
         return async != ncclSuccess;
       },
       options().timeout_seconds);
-  const int world_rank = world_ranks()[static_cast<size_t>(rank())];
-  if (!finished) {
+  if (!outcome) {
     ncclCommAbort(comm_);
     comm_ = nullptr;
-    end_job_after_timeout(world_rank, op, name(), bytes, options().timeout_seconds);
+    end_job_after_timeout(world_rank(), op, name(), bytes, options().timeout_seconds, outcome);
   }
   if (async != ncclSuccess) {
     // The communicator is unusable after an asynchronous error, and its
     // peers would wait for this rank: end the job, as on a timeout.
-    const std::string line = format("[rank ", world_rank, "] ", op, " on group ", name(),
+    const std::string line = format("[rank ", world_rank(), "] ", op, " on group ", name(),
                                     " (", bytes, " bytes) failed in NCCL: ",
                                     ncclGetErrorString(async), "; ending the job\n");
     std::fputs(line.c_str(), stderr);
@@ -296,10 +295,6 @@ void NcclCommunicator::do_recv(Tensor& buffer, int peer) {
   CUDA_CHECK(cudaStreamWaitEvent(static_cast<cudaStream_t>(current_compute_stream()), received_, 0));
   wait_for([this] { return cudaEventQuery(received_); }, peer_op(Op::recv, peer),
            static_cast<int64_t>(buffer.bytes()));
-}
-
-std::string NcclCommunicator::peer_op(Op op, int peer) const {
-  return format(op_name(op), op == Op::send ? " to rank " : " from rank ", peer);
 }
 
 // NCCL has no barrier: what this rank queued here (asynchronous all-reduces

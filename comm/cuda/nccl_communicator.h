@@ -102,8 +102,6 @@ class NcclCommunicator final : public Communicator {
   // Makes `stream` wait for the work queued so far on the thread's compute
   // stream (engine/core/device_stream.h).
   void order_after_compute(cudaStream_t stream);
-  // "send to rank 1", "recv from rank 0".
-  std::string peer_op(Op op, int peer) const;
   // Destroys the NCCL communicator, events and streams that exist.
   void release();
 

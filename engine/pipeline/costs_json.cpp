@@ -5,6 +5,7 @@
 
 #include "engine/checkpoint/json_file.h"
 #include "engine/core/error.h"
+#include "engine/core/json_integer.h"
 
 namespace sdp::pipeline {
 
@@ -42,7 +43,7 @@ void read_seconds(const nlohmann::json& object, const char* key, const std::stri
 
 // A whole number of bytes >= 0 (written as an integer or as 1e9).
 int64_t bytes_value(const nlohmann::json& v, const std::string& what) {
-  if (v.is_number_integer() && v.get<int64_t>() >= 0) return v.get<int64_t>();
+  if (v.is_number_integer()) return json_integer<int64_t>(v, "costs: " + what, 0);
   if (v.is_number_float()) {
     const double d = v.get<double>();
     if (std::isfinite(d) && d >= 0 && d <= 4.0e18 && std::floor(d) == d) return static_cast<int64_t>(d);

@@ -2,11 +2,11 @@
 
 #include <algorithm>
 #include <fstream>
-#include <map>
 #include <string_view>
 #include <utility>
 
 #include "engine/core/error.h"
+#include "engine/core/json_integer.h"
 
 namespace sdp::pipeline {
 
@@ -42,17 +42,67 @@ bool lists(const std::vector<Action>& actions, const Action& action) {
   return std::find(actions.begin(), actions.end(), action) != actions.end();
 }
 
-// The backward action (B or I) that stage `stage` lists for `mb`: I when it
-// lists I, else B (also when it lists neither; validate refuses that first).
-Action backward_of(const Schedule& schedule, int stage, int mb) {
-  const Action input_grad{ActionKind::input_grad, mb};
-  return lists(schedule.stages[stage], input_grad) ? input_grad : Action{ActionKind::backward, mb};
+void check_counts(int stages, int microbatches) {
+  if (stages < 1 || stages > kMaxStages)
+    fail("pipeline schedule: stages = ", stages, " (valid: 1 to ", kMaxStages, ")");
+  if (microbatches < 1 || microbatches > kMaxMicrobatches)
+    fail("pipeline schedule: microbatches = ", microbatches, " (valid: 1 to ", kMaxMicrobatches,
+         ", the most micro-batches a step may have)");
+  const int64_t cells = int64_t{stages} * microbatches;
+  if (cells > kMaxStageMicrobatches)
+    fail("pipeline schedule: ", stages, " stages x ", microbatches, " micro-batches = ", cells,
+         " is more than the limit of ", kMaxStageMicrobatches,
+         " (valid: stages x microbatches <= ", kMaxStageMicrobatches, ")");
 }
 
-void check_counts(int stages, int microbatches) {
-  if (stages < 1) fail("pipeline schedule: stages = ", stages, " (valid: 1 or more)");
-  if (microbatches < 1)
-    fail("pipeline schedule: microbatches = ", microbatches, " (valid: 1 or more)");
+constexpr size_t kKinds = 8;  // ActionKind's values
+
+// The rules of schedule.h's header comment, given the two facts they read
+// from the schedule: whether `stage` lists communication, and whether a
+// stage lists I (rather than B) for a micro-batch.
+template <typename ListsInputGrad>
+std::vector<Dependency> dependencies_given(int P, int stage, const Action& action,
+                                           bool explicit_form,
+                                           const ListsInputGrad& lists_input_grad) {
+  const int mb = action.microbatch;
+  auto backward_of = [&](int st) {
+    return Action{lists_input_grad(st, mb) ? ActionKind::input_grad : ActionKind::backward, mb};
+  };
+  std::vector<Dependency> deps;
+  switch (action.kind) {
+    case ActionKind::forward:
+      if (stage > 0)
+        deps.push_back(explicit_form
+                           ? Dependency{stage, {ActionKind::recv_activation, mb}, false}
+                           : Dependency{stage - 1, {ActionKind::forward, mb}, true});
+      break;
+    case ActionKind::backward:
+    case ActionKind::input_grad:
+      deps.push_back({stage, {ActionKind::forward, mb}, false});
+      if (stage < P - 1)
+        deps.push_back(explicit_form
+                           ? Dependency{stage, {ActionKind::recv_grad, mb}, false}
+                           : Dependency{stage + 1, backward_of(stage + 1), true});
+      break;
+    case ActionKind::weight_grad:
+      deps.push_back({stage, {ActionKind::input_grad, mb}, false});
+      break;
+    // Sends wait only for what they send (they never block on the
+    // receiver); receives wait for the matching send one hop away.
+    case ActionKind::send_activation:
+      deps.push_back({stage, {ActionKind::forward, mb}, false});
+      break;
+    case ActionKind::recv_activation:
+      if (stage > 0) deps.push_back({stage - 1, {ActionKind::send_activation, mb}, true});
+      break;
+    case ActionKind::send_grad:
+      deps.push_back({stage, backward_of(stage), false});
+      break;
+    case ActionKind::recv_grad:
+      if (stage < P - 1) deps.push_back({stage + 1, {ActionKind::send_grad, mb}, true});
+      break;
+  }
+  return deps;
 }
 
 Schedule gpipe(int P, int M, ActionKind backward) {
@@ -235,46 +285,48 @@ Schedule with_communication(const Schedule& schedule) {
 }
 
 std::vector<Dependency> dependencies(const Schedule& schedule, int stage, const Action& action) {
-  const int P = schedule.num_stages();
-  const int mb = action.microbatch;
   // The form is the stage's own: validate() refuses a schedule whose stages
-  // disagree, and looking at one stage keeps this cheap for the deadlock check.
-  const bool explicit_form = lists_communication(schedule.stages[stage]);
-  std::vector<Dependency> deps;
-  switch (action.kind) {
-    case ActionKind::forward:
-      if (stage > 0)
-        deps.push_back(explicit_form
-                           ? Dependency{stage, {ActionKind::recv_activation, mb}, false}
-                           : Dependency{stage - 1, {ActionKind::forward, mb}, true});
-      break;
-    case ActionKind::backward:
-    case ActionKind::input_grad:
-      deps.push_back({stage, {ActionKind::forward, mb}, false});
-      if (stage < P - 1)
-        deps.push_back(explicit_form
-                           ? Dependency{stage, {ActionKind::recv_grad, mb}, false}
-                           : Dependency{stage + 1, backward_of(schedule, stage + 1, mb), true});
-      break;
-    case ActionKind::weight_grad:
-      deps.push_back({stage, {ActionKind::input_grad, mb}, false});
-      break;
-    // Sends wait only for what they send (they never block on the
-    // receiver); receives wait for the matching send one hop away.
-    case ActionKind::send_activation:
-      deps.push_back({stage, {ActionKind::forward, mb}, false});
-      break;
-    case ActionKind::recv_activation:
-      if (stage > 0) deps.push_back({stage - 1, {ActionKind::send_activation, mb}, true});
-      break;
-    case ActionKind::send_grad:
-      deps.push_back({stage, backward_of(schedule, stage, mb), false});
-      break;
-    case ActionKind::recv_grad:
-      if (stage < P - 1) deps.push_back({stage + 1, {ActionKind::send_grad, mb}, true});
-      break;
+  // disagree.
+  return dependencies_given(
+      schedule.num_stages(), stage, action, lists_communication(schedule.stages[stage]),
+      [&](int st, int mb) { return lists(schedule.stages[st], {ActionKind::input_grad, mb}); });
+}
+
+ScheduleIndex::ScheduleIndex(const Schedule& schedule) : schedule_(schedule) {
+  const int P = schedule.num_stages();
+  check_counts(P, schedule.microbatches);
+  const size_t M = static_cast<size_t>(schedule.microbatches);
+  explicit_.resize(static_cast<size_t>(P));
+  positions_.assign(static_cast<size_t>(P) * kKinds * M, kAbsent);
+  for (int st = 0; st < P; ++st) {
+    const auto& actions = schedule.stages[static_cast<size_t>(st)];
+    // More actions than (kind, mb) pairs must repeat one; validate says
+    // which. The bound also keeps every position below kAbsent.
+    const size_t listed = std::min(actions.size(), kKinds * M + 1);
+    explicit_[static_cast<size_t>(st)] = lists_communication(actions);
+    for (size_t k = 0; k < listed; ++k) {
+      const Action& a = actions[k];
+      if (a.microbatch < 0 || static_cast<size_t>(a.microbatch) >= M) continue;
+      uint32_t& at = positions_[(static_cast<size_t>(st) * kKinds + static_cast<size_t>(a.kind)) *
+                                    M +
+                                static_cast<size_t>(a.microbatch)];
+      if (at == kAbsent) at = static_cast<uint32_t>(k);
+    }
   }
-  return deps;
+}
+
+uint32_t ScheduleIndex::position(int stage, const Action& action) const {
+  const size_t M = static_cast<size_t>(schedule_.microbatches);
+  if (action.microbatch < 0 || static_cast<size_t>(action.microbatch) >= M) return kAbsent;
+  return positions_[(static_cast<size_t>(stage) * kKinds + static_cast<size_t>(action.kind)) * M +
+                    static_cast<size_t>(action.microbatch)];
+}
+
+std::vector<Dependency> ScheduleIndex::dependencies(int stage, const Action& action) const {
+  return dependencies_given(schedule_.num_stages(), stage, action, explicit_form(stage),
+                            [&](int st, int mb) {
+                              return position(st, {ActionKind::input_grad, mb}) != kAbsent;
+                            });
 }
 
 namespace {
@@ -312,29 +364,29 @@ const char* why_after(const Action& action, const Action& needed) {
 // Per stage: each micro-batch's F once, and B once or I and W once each,
 // with F before B/I and I before W in the stage's own order. In the
 // explicit form also each send and receive the stage's position needs,
-// once, after what it sends and before what reads what it receives.
-void check_stage(const Schedule& schedule, int st, bool explicit_form) {
+// once, after what it sends and before what reads what it receives. The
+// index holds each action's first position, so "listed before action k"
+// is position < k and a repeat is an action whose first position is not k.
+void check_stage(const Schedule& schedule, const ScheduleIndex& index, int st,
+                 bool explicit_form) {
   const auto& actions = schedule.stages[st];
   const int M = schedule.microbatches;
   const int P = schedule.num_stages();
-  // (kind, mb) -> first index
-  std::map<std::pair<ActionKind, int>, size_t> seen;
   for (size_t k = 0; k < actions.size(); ++k) {
     const Action& a = actions[k];
     if (a.microbatch < 0 || a.microbatch >= M)
       fail("pipeline schedule: ", where(st, k, a), ": micro-batch ", a.microbatch,
            " is out of range (valid: 0 to ", M - 1, ")");
-    const auto key = std::make_pair(a.kind, a.microbatch);
-    if (seen.count(key))
-      fail("pipeline schedule: ", where(st, k, a), ": repeats action ", seen[key],
+    const uint32_t first = index.position(st, a);
+    if (first != k)
+      fail("pipeline schedule: ", where(st, k, a), ": repeats action ", first,
            " (each action runs once per stage)");
-    seen[key] = k;
     if (is_communication(a.kind)) {
       const std::string why = misplaced(a.kind, st, P);
       if (!why.empty()) fail("pipeline schedule: ", where(st, k, a), ": ", why);
       continue;
     }
-    auto has = [&](ActionKind kind) { return seen.count({kind, a.microbatch}) > 0; };
+    auto has = [&](ActionKind kind) { return index.position(st, {kind, a.microbatch}) < k; };
     const bool backward = a.kind == ActionKind::backward || a.kind == ActionKind::input_grad;
     if (backward && !has(ActionKind::forward))
       fail("pipeline schedule: ", where(st, k, a), ": runs before F", a.microbatch,
@@ -352,7 +404,7 @@ void check_stage(const Schedule& schedule, int st, bool explicit_form) {
            " already has B on this stage (use B, or I and W, not both)");
   }
   for (int mb = 0; mb < M; ++mb) {
-    auto has = [&](ActionKind kind) { return seen.count({kind, mb}) > 0; };
+    auto has = [&](ActionKind kind) { return index.position(st, {kind, mb}) != ScheduleIndex::kAbsent; };
     if (!has(ActionKind::forward))
       fail("pipeline schedule: stage ", st, " has no F", mb, " (every micro-batch runs F once per stage)");
     if (has(ActionKind::input_grad) && !has(ActionKind::weight_grad))
@@ -364,7 +416,7 @@ void check_stage(const Schedule& schedule, int st, bool explicit_form) {
   }
   if (!explicit_form) return;
   for (int mb = 0; mb < M; ++mb) {
-    auto has = [&](ActionKind kind) { return seen.count({kind, mb}) > 0; };
+    auto has = [&](ActionKind kind) { return index.position(st, {kind, mb}) != ScheduleIndex::kAbsent; };
     if (st > 0 && !has(ActionKind::recv_activation))
       fail("pipeline schedule: stage ", st, " has no RECV_F", mb, " (F", mb,
            " needs the activation stage ", st - 1, " sends with SEND_F", mb, ")");
@@ -382,10 +434,10 @@ void check_stage(const Schedule& schedule, int st, bool explicit_form) {
   // Every action exists now; each must follow what it needs on its stage.
   for (size_t k = 0; k < actions.size(); ++k) {
     const Action& a = actions[k];
-    for (const Dependency& d : dependencies(schedule, st, a)) {
+    for (const Dependency& d : index.dependencies(st, a)) {
       if (d.stage != st) continue;
-      const size_t at = seen.at({d.action.kind, d.action.microbatch});
-      if (at > k)
+      const uint32_t at = index.position(st, d.action);
+      if (at == ScheduleIndex::kAbsent || at > k)
         fail("pipeline schedule: ", where(st, k, a), ": runs before ", to_string(d.action),
              " (action ", at, ") on the same stage (", why_after(a, d.action), ")");
     }
@@ -408,49 +460,62 @@ void check_form(const Schedule& schedule) {
 
 // Runs the stages' lists in order, each action waiting for its
 // dependencies; refuses when no stage can progress before all are done.
-void check_deadlock(const Schedule& schedule) {
+// An action has run when its position is below its stage's next[] (lists
+// run in order). Work list: dependencies reach one hop at most, so a
+// stage's progress can only unblock its neighbours; each stage is
+// revisited only after a neighbour advanced, which keeps the whole pass
+// linear in the actions. The stages end where they end whatever the order
+// of visits (what can run only grows), so the stuck report is the same.
+void check_deadlock(const Schedule& schedule, const ScheduleIndex& index) {
   const int P = schedule.num_stages();
-  std::vector<size_t> next(P, 0);
-  std::map<std::pair<int, std::pair<ActionKind, int>>, bool> done;  // (stage, action) -> ran
-  auto ran = [&](int st, const Action& a) {
-    return done.count({st, {a.kind, a.microbatch}}) > 0;
+  std::vector<size_t> next(static_cast<size_t>(P), 0);
+  auto ran = [&](const Dependency& d) {
+    const uint32_t at = index.position(d.stage, d.action);
+    return at != ScheduleIndex::kAbsent && at < next[static_cast<size_t>(d.stage)];
   };
-  for (;;) {
-    bool progressed = false, all_done = true;
-    for (int st = 0; st < P; ++st) {
-      const auto& actions = schedule.stages[st];
-      while (next[st] < actions.size()) {
-        const Action& a = actions[next[st]];
-        bool ready = true;
-        for (const auto& d : dependencies(schedule, st, a)) ready = ready && ran(d.stage, d.action);
-        if (!ready) break;
-        done[{st, {a.kind, a.microbatch}}] = true;
-        ++next[st];
-        progressed = true;
+  std::vector<int> work;                            // stages to visit
+  std::vector<char> queued(static_cast<size_t>(P), 1);
+  for (int st = P - 1; st >= 0; --st) work.push_back(st);
+  while (!work.empty()) {
+    const int st = work.back();
+    work.pop_back();
+    queued[static_cast<size_t>(st)] = 0;
+    const auto& actions = schedule.stages[static_cast<size_t>(st)];
+    size_t& n = next[static_cast<size_t>(st)];
+    const size_t before = n;
+    while (n < actions.size()) {
+      bool ready = true;
+      for (const auto& d : index.dependencies(st, actions[n])) ready = ready && ran(d);
+      if (!ready) break;
+      ++n;
+    }
+    if (n == before) continue;
+    for (int neighbour : {st - 1, st + 1})
+      if (neighbour >= 0 && neighbour < P && !queued[static_cast<size_t>(neighbour)]) {
+        queued[static_cast<size_t>(neighbour)] = 1;
+        work.push_back(neighbour);
       }
-      all_done = all_done && next[st] == actions.size();
-    }
-    if (all_done) return;
-    if (progressed) continue;
-    std::string stuck;
-    for (int st = 0; st < P; ++st) {
-      const auto& actions = schedule.stages[st];
-      if (next[st] == actions.size()) continue;
-      const Action& a = actions[next[st]];
-      std::string waits;
-      for (const auto& d : dependencies(schedule, st, a))
-        if (!ran(d.stage, d.action))
-          waits += format(waits.empty() ? "" : " and ", to_string(d.action), " on stage ", d.stage);
-      stuck += format("; ", where(st, next[st], a), " waits for ", waits);
-    }
-    fail("pipeline schedule deadlocks (no stage can progress)", stuck);
   }
+  std::string stuck;
+  for (int st = 0; st < P; ++st) {
+    const auto& actions = schedule.stages[static_cast<size_t>(st)];
+    const size_t n = next[static_cast<size_t>(st)];
+    if (n == actions.size()) continue;
+    const Action& a = actions[n];
+    std::string waits;
+    for (const auto& d : index.dependencies(st, a))
+      if (!ran(d))
+        waits += format(waits.empty() ? "" : " and ", to_string(d.action), " on stage ", d.stage);
+    stuck += format("; ", where(st, n, a), " waits for ", waits);
+  }
+  if (!stuck.empty()) fail("pipeline schedule deadlocks (no stage can progress)", stuck);
 }
 
 // Messages between two neighbours in one direction arrive in the order
 // they were sent (the executor's communicators match them so): the
 // micro-batches a stage sends across a boundary must be the ones its
-// neighbour receives, in the same order.
+// neighbour receives, in the same order. Explicit form: the sends and
+// receives as listed.
 void check_message_order(const Schedule& schedule) {
   const int P = schedule.num_stages();
   auto sequence = [&](int st, ActionKind kind) {
@@ -477,15 +542,65 @@ void check_message_order(const Schedule& schedule) {
   }
 }
 
+// The same rule in the implicit form, where the sends and receives are
+// implied (with_communication puts SEND_F after each F and RECV_F before
+// it, SEND_B after each B or I and RECV_B before it): a boundary's
+// messages follow the order in which the sender runs its Fs (Bs or Is),
+// and the receiver takes them in the order it runs its own. Without this
+// check a schedule whose neighbours run micro-batches in different orders
+// passed here and failed only once lowered (sdp-train lowers it,
+// sdp-pipeline simulated it as written).
+void check_implicit_message_order(const Schedule& schedule) {
+  const int P = schedule.num_stages();
+  auto sequence = [&](int st, bool backward) {
+    std::vector<std::pair<int, size_t>> out;  // (micro-batch, index in the list)
+    const auto& actions = schedule.stages[static_cast<size_t>(st)];
+    for (size_t k = 0; k < actions.size(); ++k) {
+      const ActionKind kind = actions[k].kind;
+      const bool is_backward = kind == ActionKind::backward || kind == ActionKind::input_grad;
+      if (backward ? is_backward : kind == ActionKind::forward)
+        out.push_back({actions[k].microbatch, k});
+    }
+    return out;
+  };
+  auto compare = [&](int from, int to, bool backward) {
+    const auto sent = sequence(from, backward), received = sequence(to, backward);
+    const char* runs = backward ? "backward" : "forward";
+    for (size_t n = 0; n < std::min(sent.size(), received.size()); ++n)
+      if (sent[n].first != received[n].first) {
+        const Action& reads = schedule.stages[static_cast<size_t>(to)][received[n].second];
+        const Action& sends = schedule.stages[static_cast<size_t>(from)][sent[n].second];
+        fail("pipeline schedule: ", where(to, received[n].second, reads), " is stage ", to,
+             "'s ", runs, " number ", n + 1, ", so it reads ",
+             backward ? "input gradient" : "activation", " number ", n + 1, " from stage ", from,
+             ", which stage ", from, " sends after its ", runs, " number ", n + 1, ", ",
+             to_string(sends), " (action ", sent[n].second, "): micro-batch ", sends.microbatch,
+             ", not ", reads.microbatch,
+             "; messages between neighbours arrive in the order they are sent (valid: both "
+             "stages of a boundary in the same micro-batch order)");
+      }
+  };
+  for (int st = 0; st + 1 < P; ++st) {
+    compare(st, st + 1, false);
+    compare(st + 1, st, true);
+  }
+}
+
 }  // namespace
 
 void validate(const Schedule& schedule) {
   check_counts(schedule.num_stages(), schedule.microbatches);
   check_form(schedule);
   const bool explicit_form = lists_communication(schedule);
-  for (int st = 0; st < schedule.num_stages(); ++st) check_stage(schedule, st, explicit_form);
+  const ScheduleIndex index(schedule);
+  for (int st = 0; st < schedule.num_stages(); ++st)
+    check_stage(schedule, index, st, explicit_form);
+  // Explicit: the listed order first, as the sends and receives are the
+  // user's own. Implicit: a deadlock first (its report names the waits),
+  // then the order the lowering would give the messages.
   if (explicit_form) check_message_order(schedule);
-  check_deadlock(schedule);
+  check_deadlock(schedule, index);
+  if (!explicit_form) check_implicit_message_order(schedule);
 }
 
 nlohmann::json to_json(const Schedule& schedule) {
@@ -523,9 +638,7 @@ Schedule schedule_from_json(const nlohmann::json& j) {
     s.stages.push_back(std::move(actions));
   }
   if (j.contains("microbatches")) {
-    if (!j["microbatches"].is_number_integer())
-      fail("pipeline schedule JSON: \"microbatches\" must be an integer");
-    s.microbatches = j["microbatches"].get<int>();
+    s.microbatches = microbatches_from_json(j["microbatches"], "pipeline schedule JSON: microbatches");
   } else {
     s.microbatches = largest + 1;
   }
@@ -537,6 +650,16 @@ void save_schedule(const Schedule& schedule, const std::string& path) {
   if (!out) fail("pipeline schedule: cannot open \"", path, "\" for writing");
   out << to_json(schedule).dump(2) << "\n";
   if (!out) fail("pipeline schedule: writing \"", path, "\" failed");
+}
+
+int microbatches_from_json(const nlohmann::json& value, const std::string& what) {
+  return json_integer<int>(value, what, 1, kMaxMicrobatches);
+}
+
+Schedule load_valid_schedule(const std::string& path) {
+  Schedule schedule = load_schedule(path);
+  validate(schedule);
+  return schedule;
 }
 
 Schedule load_schedule(const std::string& path) {

@@ -39,7 +39,18 @@
 #include <string>
 #include <vector>
 
+#include "engine/core/config_limits.h"
+
 namespace sdp::pipeline {
+
+// The largest schedule any tool builds, reads or checks: the limits of
+// sdp-train's pipeline_stages and grad_accum (its micro-batches), and of
+// their product, so that a schedule's lists and the validator's and
+// simulator's tables (a few words per stage and micro-batch) stay within a
+// few hundred MB. check_counts' message names each.
+inline constexpr int kMaxStages = static_cast<int>(config_limits::kPipelineStages);
+inline constexpr int kMaxMicrobatches = static_cast<int>(config_limits::kGradAccum);
+inline constexpr int64_t kMaxStageMicrobatches = int64_t{1} << 22;  // stages x micro-batches
 
 // Compute actions, then the communication a schedule may list explicitly:
 // send_activation (SEND_F: this stage's forward output of the micro-batch to
@@ -109,21 +120,41 @@ const std::vector<std::string>& schedule_names();
 Schedule make_schedule(const std::string& name, int stages, int microbatches);
 
 // Refuses (sdp::Error naming stage, action index, action and why) a schedule
-// where a stage lacks or repeats F(mb), has neither B(mb) nor both I(mb) and
+// with counts outside [1, kMaxStages] stages, [1, kMaxMicrobatches]
+// micro-batches or more than kMaxStageMicrobatches of both, where a stage
+// lacks or repeats F(mb), has neither B(mb) nor both I(mb) and
 // W(mb) exactly once, mixes B with I/W for a micro-batch, runs W before I or
 // B/I before F on the stage, names a micro-batch outside [0, M), mixes the
 // implicit and explicit forms, or (explicit form) lacks or repeats a send or
 // receive its stage needs, lists one its stage cannot have (SEND_F on the
 // last stage, RECV_F on the first, SEND_B on the first, RECV_B on the
 // last), runs a send before what it sends or a receive after what reads it,
-// sends across a boundary in another micro-batch order than the neighbour
-// receives in (messages arrive in the order they were sent), or whose
-// blocking execution (each stage runs its list in order, each
+// or whose blocking execution (each stage runs its list in order, each
 // action waiting for its dependencies; sends wait for nothing but what they
 // send) deadlocks, e.g. a cycle of receives before the sends that would
-// answer them; the deadlock error names each stuck stage's first waiting
-// action and what it waits for.
+// answer them (the deadlock error names each stuck stage's first waiting
+// action and what it waits for), or that sends across a boundary in another
+// micro-batch order than the neighbour receives in: messages arrive in the
+// order they were sent, so in the explicit form the SEND_Fs (SEND_Bs) of a
+// boundary must name the micro-batches in the order of the neighbour's
+// RECV_Fs (RECV_Bs), and in the implicit form, whose sends follow each F
+// (B or I) and whose receives precede it, neighbours must run their Fs (Bs
+// or Is) in the same micro-batch order. So a schedule valid in the implicit
+// form stays valid lowered by with_communication(), and every tool judges a
+// schedule alike whichever form it checks.
+// Linear in the actions (every lookup goes through ScheduleIndex).
 void validate(const Schedule& schedule);
+
+// A schedule file as every tool takes it (sdp-train's schedule = file:PATH,
+// sdp-pipeline's --schedule and --compare file:PATH): load_schedule, then
+// validate, so that all of them accept and refuse the same files with the
+// same message. The caller checks the counts against its own settings.
+Schedule load_valid_schedule(const std::string& path);
+
+// A schedule or timeline file's "microbatches" as an int in [1,
+// kMaxMicrobatches]: fails naming `what` and the value as written (an
+// integer beyond int, e.g. 4294967298, is not taken modulo 2^32).
+int microbatches_from_json(const nlohmann::json& value, const std::string& what);
 
 // {"microbatches": M, "stages": [["F0", "F1", "B0", ...], ...]}. On reading,
 // "microbatches" may be left out: it is then one more than the largest
@@ -142,6 +173,33 @@ struct Dependency {
   Action action;
   bool cross_stage = false;  // arrives over one hop (pays the comm latency)
 };
+// One lookup scans the stage's list (O(actions of the stage)); passes over a
+// whole schedule use ScheduleIndex::dependencies instead.
 std::vector<Dependency> dependencies(const Schedule& schedule, int stage, const Action& action);
+
+// Where each action sits in its stage's list, and each stage's form: built
+// once in O(actions), so that the validator's and the simulator's passes,
+// which look up every action's dependencies, stay linear in the actions
+// (a scan per lookup made them quadratic: seconds at M = 16,000). Sizes
+// [P][8 kinds][M] positions: the schedule's counts must be within the
+// limits above (validate checks them first; the constructor refuses
+// others). Actions naming a micro-batch outside [0, M) are left out, and a
+// repeated action keeps its first position (validate reports both).
+class ScheduleIndex {
+ public:
+  static constexpr uint32_t kAbsent = UINT32_MAX;
+  explicit ScheduleIndex(const Schedule& schedule);
+  // Index of `action` in stages[stage], or kAbsent when not listed.
+  uint32_t position(int stage, const Action& action) const;
+  // Whether stages[stage] lists any send or receive.
+  bool explicit_form(int stage) const { return explicit_[static_cast<size_t>(stage)] != 0; }
+  // As the free dependencies(), in O(1).
+  std::vector<Dependency> dependencies(int stage, const Action& action) const;
+
+ private:
+  const Schedule& schedule_;
+  std::vector<char> explicit_;       // [P]
+  std::vector<uint32_t> positions_;  // [P][8][M]: first index of (kind, mb), or kAbsent
+};
 
 }  // namespace sdp::pipeline

@@ -2,7 +2,6 @@
 
 #include <algorithm>
 #include <cmath>
-#include <map>
 #include <tuple>
 #include <utility>
 
@@ -120,37 +119,52 @@ SimulationResult simulate(const Schedule& schedule, const SimulationCosts& costs
 
   SimulationResult r;
   r.timings.resize(P);
+  // Each stage runs its list in order: an action has ended when its
+  // position is below what the stage has run (r.timings[st].size()), and
+  // its end is r.timings[st][position].end. Stages are visited from a work
+  // list, a stage again only after a neighbour advanced (dependencies reach
+  // one hop at most), so the pass is linear in the actions; every action's
+  // start is fixed by its stage's previous action and its dependencies, so
+  // the order of visits does not change the times. The validator has shown
+  // that the blocking execution finishes.
+  const ScheduleIndex index(schedule);
   std::vector<size_t> next(P, 0);
   std::vector<double> free_at(P, 0.0);
-  std::map<std::pair<int, std::pair<ActionKind, int>>, double> end_of;  // (stage, action) -> end
-  // The validator has shown the blocking execution finishes, so each sweep
-  // runs at least one action until every stage is done.
-  for (bool progressed = true; progressed;) {
-    progressed = false;
-    for (int st = 0; st < P; ++st) {
-      const auto& actions = schedule.stages[st];
-      while (next[st] < actions.size()) {
-        const Action& a = actions[next[st]];
-        double start = free_at[st];
-        bool ready = true;
-        for (const auto& d : dependencies(schedule, st, a)) {
-          auto it = end_of.find({d.stage, {d.action.kind, d.action.microbatch}});
-          if (it == end_of.end()) {
-            ready = false;
-            break;
-          }
-          const double arrives = it->second + (d.cross_stage ? hop_time(costs, std::min(st, d.stage)) : 0.0);
-          start = std::max(start, arrives);
+  std::vector<int> work;
+  std::vector<char> queued(static_cast<size_t>(P), 1);
+  for (int st = P - 1; st >= 0; --st) work.push_back(st);
+  while (!work.empty()) {
+    const int st = work.back();
+    work.pop_back();
+    queued[static_cast<size_t>(st)] = 0;
+    const auto& actions = schedule.stages[st];
+    const size_t before = next[st];
+    while (next[st] < actions.size()) {
+      const Action& a = actions[next[st]];
+      double start = free_at[st];
+      bool ready = true;
+      for (const auto& d : index.dependencies(st, a)) {
+        const uint32_t at = index.position(d.stage, d.action);
+        if (at == ScheduleIndex::kAbsent || at >= next[d.stage]) {
+          ready = false;
+          break;
         }
-        if (!ready) break;
-        const double end = start + cost_of(stage_costs[st], a.kind);
-        r.timings[st].push_back({start, end});
-        end_of[{st, {a.kind, a.microbatch}}] = end;
-        free_at[st] = end;
-        ++next[st];
-        progressed = true;
+        const double arrives = r.timings[d.stage][at].end +
+                               (d.cross_stage ? hop_time(costs, std::min(st, d.stage)) : 0.0);
+        start = std::max(start, arrives);
       }
+      if (!ready) break;
+      const double end = start + cost_of(stage_costs[st], a.kind);
+      r.timings[st].push_back({start, end});
+      free_at[st] = end;
+      ++next[st];
     }
+    if (next[st] == before) continue;
+    for (int neighbour : {st - 1, st + 1})
+      if (neighbour >= 0 && neighbour < P && !queued[static_cast<size_t>(neighbour)]) {
+        queued[static_cast<size_t>(neighbour)] = 1;
+        work.push_back(neighbour);
+      }
   }
   for (int st = 0; st < P; ++st)
     SDP_CHECK(next[st] == schedule.stages[st].size(), "simulation stopped early on stage ", st);

@@ -129,10 +129,13 @@ TimedSchedule timed_schedule_from_json(const nlohmann::json& j) {
     out.timeline.timings.push_back(std::move(timings));
   }
   if (j.contains("microbatches")) {
-    if (!j["microbatches"].is_number_integer())
-      fail("pipeline timeline JSON: \"microbatches\" must be an integer");
-    out.schedule.microbatches = j["microbatches"].get<int>();
+    out.schedule.microbatches =
+        microbatches_from_json(j["microbatches"], "pipeline timeline JSON: \"microbatches\"");
   } else {
+    // Bounded like a written count before anything is sized by it.
+    if (largest + 1 > kMaxMicrobatches)
+      fail("pipeline timeline JSON: an action names micro-batch ", largest, " (valid: at most ",
+           kMaxMicrobatches - 1, ", micro-batches 0 to M - 1 with M <= ", kMaxMicrobatches, ")");
     out.schedule.microbatches = largest + 1;
   }
   check_timeline(out.schedule, out.timeline);

@@ -210,7 +210,8 @@ void Trainer::build_pipeline() {
   try {
     const std::string file_prefix = "file:";
     if (p.schedule.rfind(file_prefix, 0) == 0) {
-      schedule = pipeline::load_schedule(p.schedule.substr(file_prefix.size()));
+      // The same reading and checks as sdp-pipeline's file:PATH.
+      schedule = pipeline::load_valid_schedule(p.schedule.substr(file_prefix.size()));
       if (schedule.num_stages() != P || schedule.microbatches != M)
         fail("the schedule has ", schedule.num_stages(), " stages and ", schedule.microbatches,
              " micro-batches; this job has pipeline_stages = ", P, " and grad_accum (its "

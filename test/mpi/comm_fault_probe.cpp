@@ -12,11 +12,24 @@
 //   dies      rank 1 dies (abort, no MPI_Finalize) while rank 0 waits in an
 //             all_reduce with a long deadline: the launcher must end the
 //             job at once (rank 0 never reaches its timeout).
+//   group_timeout  (3 ranks) in the group of world ranks 1 and 2, rank 1
+//             (group rank 0) receives from group rank 1 (world rank 2),
+//             which sleeps 10 s: the deadline line names the peer by its
+//             world rank, with the group rank beside it.
+//   stopped   rank 1 enters a recv from rank 0 (deadline 1 s) and is
+//             stopped (SIGSTOP) for 3 s by a child process, then resumed
+//             (SIGCONT), as mpirun resumes a stopped rank to end it; rank 0
+//             is alive (sleeping 10 s before its send). Rank 1's deadline
+//             passed while it was stopped: it must say so, not blame rank 0.
 // Errors end the job the way an application's main should: print, with the
 // rank, and MpiRuntime::abort_job.
+#include <signal.h>
+#include <unistd.h>
+
 #include <chrono>
 #include <cstdlib>
 #include <cstdio>
+#include <ctime>
 #include <string>
 #include <thread>
 #include <vector>
@@ -55,6 +68,42 @@ int main(int argc, char** argv) {
       std::fprintf(stderr, "[rank %d] the send finished without a receiver\n", rank);
       return 0;
     }
+    if (mode == "group_timeout") {
+      auto world = make_world("mpi", {1.0});
+      auto pair = world->subgroup({1, 2});
+      float value = 0;
+      Tensor buffer(&value, {1}, DType::f32, Device::cpu);
+      // Ranks 0 and 2 sleep (neither reaches MPI_Finalize, which would race
+      // with the abort inside mpirun), rank 1 waits for rank 2.
+      if (rank != 1) std::this_thread::sleep_for(std::chrono::seconds(10));
+      if (rank == 1) pair->recv(buffer, 1);
+      if (rank == 1) std::fprintf(stderr, "[rank 1] the recv finished without its sender\n");
+      return 0;
+    }
+    if (mode == "stopped") {
+      auto world = make_world("mpi", {1.0});
+      float value = 0;
+      Tensor buffer(&value, {1}, DType::f32, Device::cpu);
+      if (rank == 0) {
+        std::this_thread::sleep_for(std::chrono::seconds(10));
+        world->send(buffer, 1);
+        return 0;
+      }
+      const pid_t self = getpid();
+      if (fork() == 0) {
+        // The child: only async-signal-safe calls. Stops its parent a moment
+        // into the recv below, resumes it 3 s later and leaves.
+        const timespec moment{0, 200 * 1000 * 1000}, stop{3, 0};
+        nanosleep(&moment, nullptr);
+        kill(self, SIGSTOP);
+        nanosleep(&stop, nullptr);
+        kill(self, SIGCONT);
+        _exit(0);
+      }
+      world->recv(buffer, 0);
+      std::fprintf(stderr, "[rank 1] the recv finished\n");
+      return 0;
+    }
     if (mode == "dies") {
       auto world = make_world("mpi", {120.0});
       if (rank == 1) {
@@ -73,7 +122,7 @@ int main(int argc, char** argv) {
       std::fprintf(stderr, "[rank %d] the mismatch went unnoticed\n", rank);
       return 0;
     }
-    std::fprintf(stderr, "usage: %s timeout|send_timeout|mismatch|dies\n", argv[0]);
+    std::fprintf(stderr, "usage: %s timeout|send_timeout|group_timeout|stopped|mismatch|dies\n", argv[0]);
     return 2;
   } catch (const std::exception& e) {
     std::fprintf(stderr, "[rank %d] error: %s\n", rank, e.what());

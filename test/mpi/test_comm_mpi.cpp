@@ -192,7 +192,7 @@ TEST_CASE("mpi send/recv around a ring, and a size mismatch is named", "[mpi]") 
   if (r == 1) message = error_message([&] { w.recv(t8, 0); });
   if (r == 1)
     CHECK_THAT(message, Catch::Contains("recv on group world (rank 1 of") &&
-                            Catch::Contains("expected 8 f32 elements from rank 0, received 4"));
+                            Catch::Contains("expected 8 f32 elements from world rank 0, received 4"));
   w.barrier();
 }
 
