@@ -1,6 +1,7 @@
 #include "apps/sdp-plan/plan_options.h"
 
 #include <cmath>
+#include <cstdio>
 #include <limits>
 
 #include "apps/integer_option.h"
@@ -276,6 +277,9 @@ PlannerJob resolve_job(const PlanOptions& o) {
   job.output = o.output;
 
   StepTimeModel& m = job.time_model;
+  if (!std::isfinite(o.flops_per_second) || !std::isfinite(o.link_latency))
+    fail("--flops-per-second = ", o.flops_per_second, ", --link-latency = ", o.link_latency,
+         " (valid: finite numbers)");
   m.flops_per_second = o.flops_per_second;
   m.link.latency_seconds = o.link_latency;
   m.link.intra_node_bytes_per_second =
@@ -322,7 +326,7 @@ PlannerJob resolve_job(const PlanOptions& o) {
     if (o.base.parallel.plan != "cyclic")
       fail("--rank-memory builds a weighted plan; leave out --plan '", o.base.parallel.plan, "'");
     try {
-      job.rank_budgets = parse_rank_weights(o.rank_memory);
+      job.rank_budgets = parse_rank_weights(o.rank_memory, o.world);
     } catch (const Error& e) {
       fail("--rank-memory: ", e.what());
     }
@@ -333,7 +337,11 @@ PlannerJob resolve_job(const PlanOptions& o) {
   job.write_plan = o.write_plan;
   if (!o.calibrate.empty()) {
     std::vector<MeasuredRun> runs;
-    for (const std::string& path : o.calibrate) runs.push_back(read_metrics(path));
+    for (const std::string& path : o.calibrate) {
+      runs.push_back(read_metrics(path));
+      if (!runs.back().skipped_cut_line.empty())
+        std::fprintf(stderr, "sdp-plan: warning: %s\n", runs.back().skipped_cut_line.c_str());
+    }
     m = calibrate(runs, m);
     m.link.overlap = o.overlap == "on";
     job.calibrated_from = o.calibrate;

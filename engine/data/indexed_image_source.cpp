@@ -8,6 +8,7 @@
 
 #include "engine/core/counter_rng.h"
 #include "engine/core/error.h"
+#include "engine/core/json_integer.h"
 #include "engine/data/image_augment.h"
 
 namespace sdp::data {
@@ -141,11 +142,12 @@ void IndexedImageSource::restore(const nlohmann::json& state) {
   detail::expect_state_field(state, "identity", full_identity(), who);
   detail::expect_state_field(state, "split", split_name(split_), who);
   for (const char* field : {"epoch", "index"})
-    if (!state.contains(field) || !state[field].is_number_integer() ||
-        state[field].get<int64_t>() < 0)
+    if (!state.contains(field) || !state[field].is_number_integer())
       fail(who, ": saved data state has no non-negative integer field '", field, "'");
-  const int64_t epoch = state["epoch"].get<int64_t>();
-  const int64_t index = state["index"].get<int64_t>();
+  const int64_t epoch =
+      json_integer<int64_t>(state["epoch"], who + ": saved data state field 'epoch'", 0);
+  const int64_t index =
+      json_integer<int64_t>(state["index"], who + ": saved data state field 'index'", 0);
   if (index >= size_)
     fail(who, ": saved data state has 'index' ", index, ", outside the ", size_,
          " images of an epoch");

@@ -6,6 +6,7 @@
 
 #include "engine/checkpoint/json_file.h"
 #include "engine/core/error.h"
+#include "engine/core/json_integer.h"
 
 namespace sdp::data {
 
@@ -25,7 +26,7 @@ std::optional<int64_t> token_id(const nlohmann::json& j, const fs::path& file, c
                                 int64_t vocab) {
   const nlohmann::json& v = field(j, file, name);
   if (v.is_null()) return std::nullopt;
-  if (!v.is_number_integer() || v.get<int64_t>() < 0 || v.get<int64_t>() >= vocab)
+  if (!json_integer_in_range(v, 0, static_cast<uint64_t>(vocab - 1)))
     fail(file.string(), ": field '", name, "' is ", v.dump(),
          "; valid: null (no such token) or an integer in [0, vocab_size = ", vocab, ")");
   return v.get<int64_t>();
@@ -46,8 +47,10 @@ std::optional<LlmcDataInfo> read_llmc_data_info(const fs::path& shard_dir) {
     fail(file.string(), ": field 'version' is ", version.dump(), "; this build reads version ",
          kVersion);
   const nlohmann::json& vocab = field(j, file, "vocab_size");
-  if (!vocab.is_number_integer() || vocab.get<int64_t>() < 1)
-    fail(file.string(), ": field 'vocab_size' is ", vocab.dump(), "; valid: a positive integer");
+  // At most what a token of an llm.c shard can hold (uint32).
+  if (!json_integer_in_range(vocab, 1, uint64_t{1} << 32))
+    fail(file.string(), ": field 'vocab_size' is ", vocab.dump(),
+         "; valid: a positive integer, at most 4294967296");
 
   LlmcDataInfo info;
   info.vocab_size = vocab.get<int64_t>();

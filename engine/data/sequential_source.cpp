@@ -4,6 +4,7 @@
 #include <utility>
 
 #include "engine/core/error.h"
+#include "engine/core/json_integer.h"
 
 namespace sdp::data {
 namespace {
@@ -68,7 +69,8 @@ void SequentialTokenSource::restore(const nlohmann::json& state) {
   detail::expect_state_field(state, "range", nlohmann::json{begin_, end_}, who);
   if (!state.contains("cursor") || !state["cursor"].is_number_integer())
     fail(who, ": saved data state has no integer field 'cursor'");
-  const int64_t cursor = state["cursor"].get<int64_t>();
+  const int64_t cursor =
+      json_integer<int64_t>(state["cursor"], who + ": saved data state field 'cursor'");
   if (cursor < 0 || cursor >= std::max<int64_t>(end_ - begin_, 1))
     fail(who, ": saved cursor ", cursor, " is outside [0, ", end_ - begin_, ")");
   cursor_ = cursor;

@@ -5,6 +5,7 @@
 #include <numeric>
 
 #include "engine/core/error.h"
+#include "engine/core/json_integer.h"
 
 namespace sdp::data {
 namespace {
@@ -204,10 +205,10 @@ void SyntheticLanguage::restore(const nlohmann::json& state) {
   detail::expect_state_field(state, "kind", "synthetic", who);
   detail::expect_state_field(state, "identity", identity(), who);
   detail::expect_state_field(state, "split", split_name(split_), who);
-  if (!state.contains("next_window") || !state["next_window"].is_number_integer() ||
-      state["next_window"].get<int64_t>() < 0)
+  if (!state.contains("next_window") || !state["next_window"].is_number_integer())
     fail(who, ": saved data state has no non-negative integer field 'next_window'");
-  next_window_ = state["next_window"].get<int64_t>();
+  next_window_ = json_integer<int64_t>(state["next_window"],
+                                       who + ": saved data state field 'next_window'", 0);
 }
 
 std::string SyntheticLanguage::describe() const {

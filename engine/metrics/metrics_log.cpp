@@ -8,7 +8,9 @@
 #include <limits>
 
 #include "engine/checkpoint/atomic_file.h"
+#include "engine/core/config_limits.h"
 #include "engine/core/error.h"
+#include "engine/core/json_integer.h"
 
 namespace sdp {
 
@@ -62,11 +64,16 @@ bool is_summary(const nlohmann::json& record) {
   return it != record.end() && *it == true;
 }
 
-// The step a metrics record belongs to, if it names one.
-std::optional<int64_t> record_step(const nlohmann::json& record) {
-  const auto it = record.find(is_summary(record) ? "steps" : "step");
+// The step a metrics record belongs to, if it names one. A step beyond the
+// steps a run can have (2^64 - 1 read as -1 would be kept) fails naming the
+// file and line.
+std::optional<int64_t> record_step(const nlohmann::json& record, const fs::path& file,
+                                   int64_t line) {
+  const char* key = is_summary(record) ? "steps" : "step";
+  const auto it = record.find(key);
   if (it == record.end() || !it->is_number_integer()) return std::nullopt;
-  return it->get<int64_t>();
+  return json_integer<int64_t>(*it, format("metrics: ", file, " line ", line, ": ", key), 0,
+                               config_limits::kSteps);
 }
 
 }  // namespace
@@ -94,7 +101,7 @@ MetricsTrim keep_records_through_step(const fs::path& path, int64_t step,
              line.size() > 60 ? line.substr(0, 60) + "..." : line,
              "); a metrics file holds one object per line. Move it away to start a new one");
       }
-      const std::optional<int64_t> at = record_step(record);
+      const std::optional<int64_t> at = record_step(record, target, number);
       if (at && *at > step) {
         ++trim.dropped;
         continue;

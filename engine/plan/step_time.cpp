@@ -2,7 +2,6 @@
 
 #include <algorithm>
 #include <cmath>
-#include <fstream>
 
 #include "comm/communicator.h"
 #include "engine/core/error.h"
@@ -165,100 +164,6 @@ StepTimeEstimate estimate_pipeline_step(const StepTimeModel& model,
 
 double replica_comm_seconds(const StepTimeModel& model, const nlohmann::json& comm, int world) {
   return comm_seconds(model.link, comm, world, true).total;
-}
-
-double MeasuredRun::median_seconds() const {
-  SDP_CHECK(!seconds.empty(), "metrics '", path, "': no steps");
-  std::vector<double> v = seconds;
-  std::nth_element(v.begin(), v.begin() + static_cast<std::ptrdiff_t>(v.size() / 2), v.end());
-  return v[v.size() / 2];
-}
-
-MeasuredRun read_metrics(const std::string& path) {
-  std::ifstream in(path);
-  if (!in) fail("--calibrate: cannot read '", path, "'");
-  MeasuredRun run;
-  run.path = path;
-  std::string line;
-  int64_t number_of_line = 0;
-  while (std::getline(in, line)) {
-    ++number_of_line;
-    if (line.empty()) continue;
-    nlohmann::json j;
-    try {
-      j = nlohmann::json::parse(line);
-    } catch (const std::exception& e) {
-      fail("--calibrate: '", path, "' line ", number_of_line, " is not JSON (", e.what(), ")");
-    }
-    // Step records carry "step", "seconds", "flops" and "comm"; the summary
-    // and evaluation records do not.
-    if (!j.is_object() || !j.contains("step") || !j.contains("seconds") || !j.contains("flops") ||
-        !j.contains("comm"))
-      continue;
-    if (j.contains("ranks") && j["ranks"].contains("flops"))
-      run.world = static_cast<int>(j["ranks"]["flops"]["by_rank"].size());
-    run.seconds.push_back(j["seconds"].get<double>());
-    run.flops.push_back(j["flops"].get<double>());
-    run.wait_seconds.push_back(number(j["comm"], "wait_seconds"));
-    run.sent_bytes.push_back(number(j["comm"], "sent_bytes"));
-    run.latency_steps.push_back(number(j["comm"], "latency_steps"));
-  }
-  if (run.seconds.empty())
-    fail("--calibrate: '", path, "' has no step records (valid: the --metrics file of an "
-         "sdp-train run)");
-  if (run.seconds.size() > 1) {
-    for (auto* v : {&run.seconds, &run.flops, &run.wait_seconds, &run.sent_bytes,
-                    &run.latency_steps})
-      v->erase(v->begin());
-  }
-  return run;
-}
-
-StepTimeModel calibrate(const std::vector<MeasuredRun>& runs, const StepTimeModel& start) {
-  SDP_CHECK(!runs.empty(), "calibrate: no runs");
-  StepTimeModel m = start;
-  m.link.overlap = false;
-  std::vector<double> rates;
-  for (const MeasuredRun& r : runs)
-    for (size_t i = 0; i < r.seconds.size(); ++i) {
-      const double compute = r.seconds[i] - r.wait_seconds[i];
-      if (compute > 0 && r.flops[i] > 0) rates.push_back(r.flops[i] / compute);
-    }
-  if (rates.empty())
-    fail("--calibrate: no step with FLOPs and compute time in ", runs.front().path);
-  std::nth_element(rates.begin(), rates.begin() + static_cast<std::ptrdiff_t>(rates.size() / 2),
-                   rates.end());
-  m.flops_per_second = rates[rates.size() / 2];
-
-  // wait = a x steps + b x bytes, least squares, a and b >= 0 (b = 1 / bandwidth).
-  double sxx = 0, sxy = 0, syy = 0, sxw = 0, syw = 0;
-  for (const MeasuredRun& r : runs)
-    for (size_t i = 0; i < r.seconds.size(); ++i) {
-      const double x = r.latency_steps[i], y = r.sent_bytes[i], w = r.wait_seconds[i];
-      sxx += x * x;
-      sxy += x * y;
-      syy += y * y;
-      sxw += x * w;
-      syw += y * w;
-    }
-  if (syy <= 0) return m;  // no bytes sent: nothing to fit
-  double a = 0, b = syw / syy;
-  const double det = sxx * syy - sxy * sxy;
-  if (sxx > 0 && det > 1e-12 * sxx * syy) {
-    a = (sxw * syy - syw * sxy) / det;
-    b = (syw * sxx - sxw * sxy) / det;
-    if (a < 0) {
-      a = 0;
-      b = syw / syy;
-    } else if (b <= 0) {
-      b = 0;
-      a = sxw / sxx;
-    }
-  }
-  // b = 0: the bytes explained none of the waiting (an infinitely fast link).
-  m.link.intra_node_bytes_per_second = m.link.inter_node_bytes_per_second = b > 0 ? 1 / b : 1e18;
-  m.link.latency_seconds = a;
-  return m;
 }
 
 }  // namespace sdp

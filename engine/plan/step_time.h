@@ -75,14 +75,34 @@ double replica_comm_seconds(const StepTimeModel& model, const nlohmann::json& co
 
 // What a real run measured, from one metrics JSONL file of sdp-train
 // (its step records; the first step, which warms caches and allocators,
-// is left out when there are more).
+// is left out when there are more). engine/plan/calibration.cpp.
 struct MeasuredRun {
   std::string path;
   int world = 1;
   std::vector<double> seconds, flops, wait_seconds, sent_bytes, latency_steps;
+  // Set when the file's last line was cut off (a run killed mid-write) and
+  // skipped: a warning for the user, naming the file and line.
+  std::string skipped_cut_line;
   double median_seconds() const;
 };
+
+// Step-record fields out of range, of the wrong type or null fail naming the
+// file, the line and the field: "seconds" in (0, kMaxStepSeconds], "flops"
+// in [0, 1e30], the comm record's "wait_seconds" in [0, kMaxStepSeconds],
+// "sent_bytes" and "latency_steps" in [0, 1e30]. A line that is not JSON
+// fails, except a last line without its newline: skipped (skipped_cut_line).
 MeasuredRun read_metrics(const std::string& path);
+
+// What a calibration may fit: rates beyond these come from measurements no
+// device or link makes, and are refused rather than printed as inf or 0.
+namespace calibration_limits {
+inline constexpr double kMaxStepSeconds = 1e6;      // about 12 days
+inline constexpr double kMinFlopsPerSecond = 1e3;
+inline constexpr double kMaxFlopsPerSecond = 1e18;  // 1000 x an H200's bf16 rate
+inline constexpr double kMaxLatencySeconds = 1;     // per latency step
+inline constexpr double kMinBytesPerSecond = 1e3;
+inline constexpr double kMaxBytesPerSecond = 1e18;  // also "a free link" (no bytes explain waits)
+}  // namespace calibration_limits
 
 // Rates that make the model reproduce measured runs (one or more):
 // flops_per_second = median of flops / (seconds - wait_seconds) over their
@@ -91,6 +111,7 @@ MeasuredRun read_metrics(const std::string& path);
 // steps (one bandwidth: the runs are on one node or counted as such), both
 // kept non-negative; with no collectives in them the link stays as given.
 // The fitted model's overlap is off: a run's wait time is what it exposed.
+// Fails naming the files when a fitted rate lies outside calibration_limits.
 StepTimeModel calibrate(const std::vector<MeasuredRun>& runs, const StepTimeModel& start);
 
 }  // namespace sdp

@@ -10,6 +10,7 @@
 #include "engine/checkpoint/byte_size.h"
 
 #include "engine/core/error.h"
+#include "engine/core/json_integer.h"
 
 namespace sdp {
 
@@ -73,16 +74,14 @@ void read_field(const std::string& key, const nlohmann::json& v, Int& out) {
   using limits = std::numeric_limits<Int>;
   const std::string valid = format("an integer in [", +limits::min(), ", ", +limits::max(), "]");
   if (!v.is_number_integer()) wrong_type(key, v, valid.c_str());
-  const bool in_range = v.is_number_unsigned()
-                            ? v.get<uint64_t>() <= static_cast<uint64_t>(limits::max())
-                            : v.get<int64_t>() >= static_cast<int64_t>(limits::min()) &&
-                                  (v.get<int64_t>() < 0 ||
-                                   static_cast<uint64_t>(v.get<int64_t>()) <=
-                                       static_cast<uint64_t>(limits::max()));
-  if (!in_range)
+  // The type is right, so only the range can be wrong: checked exactly by the
+  // shared reader (engine/core/json_integer.h), in the config's own wording
+  // and as a ConfigFieldError that names the field.
+  if (!json_integer_in_range(v, static_cast<int64_t>(limits::min()),
+                             static_cast<uint64_t>(limits::max())))
     throw ConfigFieldError(key, format("config: field '", key, "' = ", v.dump(),
                                        " is out of range (valid: ", valid, ")"));
-  out = v.get<Int>();
+  out = json_integer<Int>(v, format("config: field '", key, "'"));
 }
 
 }  // namespace

@@ -1,8 +1,15 @@
 #include "models/llama/llama_config.h"
 
 #include "engine/core/error.h"
+#include "models/common/config_json.h"
 
 namespace sdp::llama {
+
+namespace {
+// The parameters a config.json's sizes may add up to: far above any model
+// this engine trains, and within int64 (parameter_count()).
+constexpr double kMaxParameters = 0x1p40;
+}  // namespace
 
 int64_t LlamaConfig::parameter_count() const {
   const int64_t hd = head_dim();
@@ -103,18 +110,19 @@ nlohmann::json LlamaConfig::to_hf_json() const {
 
 LlamaConfig LlamaConfig::from_hf_json(const nlohmann::json& j) {
   LlamaConfig c;
-  auto need = [&](const char* key) -> const nlohmann::json& {
-    if (!j.contains(key)) fail("config.json: missing field '", key, "'");
-    return j.at(key);
+  // Sizes exactly as written and bounded (models/common/config_json.h).
+  auto size = [&](const char* key) { return model_config::size(j, key); };
+  auto size_or = [&](const char* key, int64_t fallback) {
+    return model_config::size_or(j, key, fallback);
   };
   try {
-    c.dim = need("hidden_size").get<int64_t>();
-    c.ffn_dim = need("intermediate_size").get<int64_t>();
-    c.n_layers = need("num_hidden_layers").get<int64_t>();
-    c.n_heads = need("num_attention_heads").get<int64_t>();
-    c.n_kv_heads = j.value("num_key_value_heads", c.n_heads);
-    c.vocab = need("vocab_size").get<int64_t>();
-    c.max_seq = j.value("max_position_embeddings", int64_t{2048});
+    c.dim = size("hidden_size");
+    c.ffn_dim = size("intermediate_size");
+    c.n_layers = size("num_hidden_layers");
+    c.n_heads = size("num_attention_heads");
+    c.n_kv_heads = size_or("num_key_value_heads", c.n_heads);
+    c.vocab = size("vocab_size");
+    c.max_seq = size_or("max_position_embeddings", 2048);
     c.norm_eps = j.value("rms_norm_eps", 1e-6);
     c.rope_theta = j.value("rope_theta", 10000.0);
     c.tie_embeddings = j.value("tie_word_embeddings", false);
@@ -122,11 +130,20 @@ LlamaConfig LlamaConfig::from_hf_json(const nlohmann::json& j) {
   } catch (const nlohmann::json::exception& e) {
     fail("config.json: a field has the wrong type: ", e.what());
   }
-  if (j.contains("head_dim") && j["head_dim"].is_number_integer() &&
-      j["head_dim"].get<int64_t>() != c.dim / c.n_heads)
-    fail("config.json: head_dim = ", j["head_dim"].get<int64_t>(),
+  if (j.contains("head_dim") && c.n_heads > 0 && size("head_dim") != c.dim / c.n_heads)
+    fail("config.json: head_dim = ", j["head_dim"].dump(),
          " differs from hidden_size / num_attention_heads = ", c.dim / c.n_heads,
          " (only that layout is supported)");
+  {
+    // In doubles: the int64 sum of a config at the bounds could overflow.
+    const double d = static_cast<double>(c.dim), f = static_cast<double>(c.ffn_dim);
+    const double layers = static_cast<double>(c.n_layers), vocab = static_cast<double>(c.vocab);
+    const double parameters = layers * (4 * d * d + 3 * d * f) + 2 * vocab * d;
+    if (parameters > kMaxParameters)
+      fail("config.json: hidden_size = ", c.dim, ", intermediate_size = ", c.ffn_dim,
+           ", num_hidden_layers = ", c.n_layers, ", vocab_size = ", c.vocab, " make about ",
+           parameters, " parameters (valid: at most ", kMaxParameters, ")");
+  }
   if (j.contains("hidden_act") && j["hidden_act"] != "silu")
     fail("config.json: hidden_act = ", j["hidden_act"].dump(), " (only \"silu\" is supported)");
   c.validate();

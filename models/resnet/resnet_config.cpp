@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "engine/core/error.h"
+#include "models/common/config_json.h"
 
 namespace sdp::resnet {
 
@@ -102,11 +103,15 @@ ResNetConfig ResNetConfig::from_json(const nlohmann::json& j) {
   ResNetConfig c;
   try {
     c.name = j.at("name").get<std::string>();
-    c.widths = j.at("widths").get<std::array<int64_t, 4>>();
-    c.blocks = j.at("blocks").get<std::array<int64_t, 4>>();
-    c.width_multiplier = j.value("width_multiplier", int64_t{1});
-    c.in_channels = j.at("in_channels").get<int64_t>();
-    c.num_classes = j.at("num_classes").get<int64_t>();
+    for (const char* key : {"widths", "blocks"}) {
+      const std::vector<int64_t> four = model_config::sizes(j, key, 4);
+      if (four.size() != 4)
+        fail("config.json: ", key, " = ", j.at(key).dump(), " is invalid (valid: 4 integers)");
+      std::copy(four.begin(), four.end(), (key[0] == 'w' ? c.widths : c.blocks).begin());
+    }
+    c.width_multiplier = model_config::size_or(j, "width_multiplier", 1);
+    c.in_channels = model_config::size(j, "in_channels");
+    c.num_classes = model_config::size(j, "num_classes");
     c.bn_eps = j.at("bn_eps").get<double>();
     c.bn_momentum = j.at("bn_momentum").get<double>();
   } catch (const nlohmann::json::exception& e) {

@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "engine/core/error.h"
+#include "models/common/config_json.h"
 
 namespace sdp::swin {
 
@@ -162,14 +163,15 @@ SwinConfig SwinConfig::from_json(const nlohmann::json& j) {
   SwinConfig c;
   try {
     c.name = j.at("name").get<std::string>();
-    c.img_size = j.at("img_size").get<int64_t>();
-    c.patch_size = j.at("patch_size").get<int64_t>();
-    c.in_chans = j.at("in_chans").get<int64_t>();
-    c.num_classes = j.at("num_classes").get<int64_t>();
-    c.embed_dim = j.at("embed_dim").get<int64_t>();
-    c.depths = j.at("depths").get<std::vector<int64_t>>();
-    c.num_heads = j.at("num_heads").get<std::vector<int64_t>>();
-    c.window_size = j.at("window_size").get<int64_t>();
+    c.img_size = model_config::size(j, "img_size");
+    c.patch_size = model_config::size(j, "patch_size");
+    c.in_chans = model_config::size(j, "in_chans");
+    c.num_classes = model_config::size(j, "num_classes");
+    c.embed_dim = model_config::size(j, "embed_dim");
+    // Patch merging halves the resolution per stage: 24 stages exceed any image.
+    c.depths = model_config::sizes(j, "depths", 24);
+    c.num_heads = model_config::sizes(j, "num_heads", 24);
+    c.window_size = model_config::size(j, "window_size");
     c.mlp_ratio = j.at("mlp_ratio").get<double>();
     c.drop_path_rate = j.value("drop_path_rate", 0.0);
     c.ln_eps = j.value("layer_norm_eps", 1e-5);
