@@ -77,11 +77,14 @@ int exit_status_of(const std::exception& e) {
 }
 
 // The configuration from defaults, --config and flags; any error in them is
-// one a restart cannot cure.
+// one a restart cannot cure. The model name is checked here too, so that a
+// misspelt one is refused as configuration, not later when the model is built.
 sdp::TrainConfig resolve_config_or_fail(const CLI::App& app,
                                         const sdp::app::CliOptions& options) {
   try {
-    return sdp::app::resolve_config(app, options);
+    sdp::TrainConfig config = sdp::app::resolve_config(app, options);
+    sdp::model_family(config.model);
+    return config;
   } catch (const sdp::PermanentError&) {
     throw;
   } catch (const sdp::Error& e) {

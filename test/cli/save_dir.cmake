@@ -24,6 +24,11 @@ if(TARGET sdp-train)
            COMMAND sh ${CMAKE_CURRENT_SOURCE_DIR}/cli/expect_status.sh 3
                    "The following argument was not expected: --bogus"
                    $<TARGET_FILE:sdp-train> --bogus)
+  add_test(NAME cli.save_dir.unknown_model_is_permanent
+           COMMAND sh ${CMAKE_CURRENT_SOURCE_DIR}/cli/expect_status.sh 3
+                   "unknown model 'nosuch' (valid: tiny"
+                   $<TARGET_FILE:sdp-train> --model nosuch --steps 1)
   set_tests_properties(cli.save_dir.latest_outside cli.save_dir.bad_flag_is_permanent
+                       cli.save_dir.unknown_model_is_permanent
                        PROPERTIES LABELS cli ENVIRONMENT "OMP_NUM_THREADS=1")
 endif()
