@@ -11,6 +11,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "engine/checkpoint/checksum.h"
 #include "engine/checkpoint/safetensors.h"
 #include "engine/core/error.h"
 #include "test/test_checkpoint_support.h"
@@ -239,7 +240,12 @@ TEST_CASE("safetensors files agree with an independent numpy parser", "[checkpoi
                             (dir / "out.json").string() + "'";
     REQUIRE(std::system(cmd.c_str()) == 0);
     const auto out = nlohmann::json::parse(std::ifstream(dir / "out.json"));
-    REQUIRE(out["__metadata__"] == nlohmann::json{{"k", "v"}});
+    // The caller's metadata, and the writer's CRC-32C of every tensor's bytes.
+    nlohmann::json expected_metadata{{"k", "v"}};
+    for (const auto& nt : tensors)
+      expected_metadata[std::string(kChecksumKeyPrefix) + nt.name] =
+          crc32c_hex(crc32c(nt.tensor.raw(), static_cast<size_t>(nt.tensor.bytes())));
+    REQUIRE(out["__metadata__"] == expected_metadata);
     REQUIRE(out.size() == 6);
     for (const auto& nt : tensors) {
       INFO(nt.name);

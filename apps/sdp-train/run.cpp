@@ -174,7 +174,19 @@ int run_training(const TrainConfig& config, bool dry, bool use_mpi) {
   };
   if (!config.resume.empty()) {
     const auto dir = resolve_checkpoint(config.resume);
-    trainer.load_checkpoint(dir);
+    // Whatever makes a checkpoint unloadable (a corrupted file, an index
+    // that contradicts its files, ranks that read different ones) fails the
+    // same way on a restart: a permanent error, which sdp-run does not retry.
+    try {
+      trainer.load_checkpoint(dir);
+    } catch (const CollectiveError& e) {
+      if (e.permanent()) throw;
+      throw CollectiveError(e.what(), true);
+    } catch (const PermanentError&) {
+      throw;
+    } catch (const Error& e) {
+      throw PermanentError(e.what());
+    }
     // Every rank resumed the same step (the ranks agree on the checkpoint).
     if (trainer.step() > config.steps)
       throw CollectiveError(

@@ -18,6 +18,11 @@ void write_json_atomically(const std::filesystem::path& path, const nlohmann::js
 }
 
 nlohmann::json read_json_file(const std::filesystem::path& path) {
+  // A directory opens as a stream on Linux and fails only on reading, with
+  // a message that names no file.
+  std::error_code ec;
+  if (std::filesystem::is_directory(path, ec))
+    fail("cannot read JSON file '", path.string(), "': it is a directory (expected a file)");
   std::ifstream in(path, std::ios::binary);
   if (!in) detail::fail_errno("cannot open JSON file", path, errno ? errno : ENOENT);
   std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());

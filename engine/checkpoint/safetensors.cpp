@@ -13,6 +13,7 @@
 #include <nlohmann/json.hpp>
 
 #include "engine/checkpoint/atomic_file.h"
+#include "engine/checkpoint/checksum.h"
 #include "engine/core/error.h"
 
 namespace fs = std::filesystem;
@@ -87,10 +88,17 @@ std::string_view safetensors_dtype(DType dtype) {
 void save_safetensors(const fs::path& path, std::span<const NamedTensor> tensors,
                       const std::map<std::string, std::string>& metadata) {
   nlohmann::ordered_json header = nlohmann::ordered_json::object();
-  if (!metadata.empty()) {
-    auto& meta = header["__metadata__"] = nlohmann::ordered_json::object();
-    for (const auto& [key, value] : metadata) meta[key] = value;
-  }
+  // Every tensor's checksum goes into the metadata (strings, as the format
+  // requires; readers that do not know the keys, transformers included,
+  // ignore them).
+  // (The object is filled after the tensors' entries: a reference into an
+  // ordered_json does not survive later insertions.)
+  header["__metadata__"] = nlohmann::ordered_json::object();
+  std::vector<std::pair<std::string, std::string>> meta(metadata.begin(), metadata.end());
+  for (const auto& [key, value] : metadata)
+    if (key.rfind(kChecksumKeyPrefix, 0) == 0)
+      fail("save_safetensors '", path.string(), "': metadata key '", key,
+           "' is reserved for the tensors' checksums");
   std::set<std::string> seen;
   uint64_t offset = 0;
   for (const auto& [name, t] : tensors) {
@@ -105,8 +113,11 @@ void save_safetensors(const fs::path& path, std::span<const NamedTensor> tensors
     header[name] = {{"dtype", std::string(safetensors_dtype(t.dtype()))},
                     {"shape", std::vector<int64_t>(t.shape().begin(), t.shape().end())},
                     {"data_offsets", {offset, offset + n}}};
+    meta.emplace_back(std::string(kChecksumKeyPrefix) + name, crc32c_hex(crc32c(t.raw(), n)));
     offset += n;
   }
+  nlohmann::ordered_json& meta_json = header["__metadata__"];
+  for (auto& [key, value] : meta) meta_json[key] = std::move(value);
 
   std::string text;
   try {
@@ -139,7 +150,8 @@ SafetensorsFile::SafetensorsFile(SafetensorsFile&& other) noexcept
       data_start_(other.data_start_),
       entries_(std::move(other.entries_)),
       index_(std::move(other.index_)),
-      metadata_(std::move(other.metadata_)) {}
+      metadata_(std::move(other.metadata_)),
+      checksums_(std::move(other.checksums_)) {}
 
 SafetensorsFile& SafetensorsFile::operator=(SafetensorsFile&& other) noexcept {
   if (this != &other) {
@@ -150,6 +162,7 @@ SafetensorsFile& SafetensorsFile::operator=(SafetensorsFile&& other) noexcept {
     entries_ = std::move(other.entries_);
     index_ = std::move(other.index_);
     metadata_ = std::move(other.metadata_);
+    checksums_ = std::move(other.checksums_);
   }
   return *this;
 }
@@ -160,6 +173,7 @@ void SafetensorsFile::close() {
   entries_.clear();
   index_.clear();
   metadata_.clear();
+  checksums_.clear();
   data_start_ = 0;
 }
 
@@ -225,7 +239,11 @@ void SafetensorsFile::open(const fs::path& path) {
           if (!mv.is_string())
             fail("safetensors file ", file, ": __metadata__ value of '", mk, "' is a ",
                  mv.type_name(), "; metadata values must be strings");
-          metadata_[mk] = mv.get<std::string>();
+          // The writer's checksums are kept apart from the caller's metadata.
+          if (mk.rfind(kChecksumKeyPrefix, 0) == 0)
+            checksums_[mk.substr(kChecksumKeyPrefix.size())] = mv.get<std::string>();
+          else
+            metadata_[mk] = mv.get<std::string>();
         }
         continue;
       }
@@ -357,6 +375,16 @@ void SafetensorsFile::read_into(const std::string& name, const Tensor& dst) cons
   if (in_file.nbytes == 0) return;
   pread_all(fd_, dst.raw(), in_file.nbytes, data_start_ + e.begin, path_,
             format("tensor '", name, "'"));
+  // Files written before checksums were recorded have none and load as
+  // they always did; a recorded one must match.
+  const auto recorded = checksums_.find(name);
+  if (recorded == checksums_.end()) return;
+  const std::string found = crc32c_hex(crc32c(dst.raw(), in_file.nbytes));
+  if (found != recorded->second)
+    throw PermanentError(format(
+        "corrupted checkpoint file '", path_.string(), "': tensor '", name, "' has CRC-32C ",
+        found, ", but the file's header records ", recorded->second,
+        " (the file changed after it was written; restore it or resume from another checkpoint)"));
 }
 
 }  // namespace sdp::checkpoint

@@ -38,6 +38,11 @@ struct NamedTensor {
   Tensor tensor;  // CPU, contiguous
 };
 
+// The writer records each tensor's CRC-32C (checksum.h) in the metadata as
+// "<prefix><tensor name>": "<8 hex digits>"; read_into verifies it where
+// present (sdp::PermanentError naming the file and tensor on a mismatch).
+inline constexpr std::string_view kChecksumKeyPrefix = "sdp.crc32c.";
+
 // "F32", "F64", "BF16", "I32", "U16".
 std::string_view safetensors_dtype(DType dtype);
 
@@ -78,11 +83,13 @@ class SafetensorsFile {
   // The dtype string as written in the header ("F32", "F16", ...).
   const std::string& dtype_string(const std::string& name) const;
   SafetensorsTensorInfo info(const std::string& name) const;
+  // The metadata its writer's caller gave, without the checksums.
   const std::map<std::string, std::string>& metadata() const { return metadata_; }
 
   // Copies tensor `name` into `dst`, which must be a contiguous CPU tensor of
   // the same dtype and shape (sdp::Error names the tensor, what `dst`
-  // expected and what the file holds).
+  // expected and what the file holds). A checksum recorded for the tensor
+  // is verified.
   void read_into(const std::string& name, const Tensor& dst) const;
 
  private:
@@ -101,6 +108,7 @@ class SafetensorsFile {
   std::vector<Entry> entries_;  // sorted by offset
   std::map<std::string, size_t> index_;
   std::map<std::string, std::string> metadata_;
+  std::map<std::string, std::string> checksums_;  // tensor name -> CRC-32C, 8 hex digits
 };
 
 }  // namespace sdp::checkpoint

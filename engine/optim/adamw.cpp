@@ -1,11 +1,16 @@
 #include "engine/optim/adamw.h"
 
+#include <cmath>
+
+#include "engine/core/error.h"
+
 namespace sdp {
 
 AdamW::AdamW(ParameterSet& params, const AdamWSettings& settings)
     : params_(params), settings_(settings) {
   params_.allocate_adam_state();
   segments_.resize(static_cast<size_t>(params_.group_count()));
+  segment_params_.resize(segments_.size());
   for (int id = 0; id < params_.count(); ++id) {
     // Held for the forward only, or a buffer (never trained).
     // Untrained, or a buffer: no update. (An untrained but sharded group
@@ -18,8 +23,10 @@ AdamW::AdamW(ParameterSet& params, const AdamWSettings& settings)
     // it is not sharded); a parameter outside the shard is updated by the
     // rank that holds it.
     const ParameterSet::ShardSlice sl = params_.shard_slice(id);
-    if (sl.length > 0)
+    if (sl.length > 0) {
       segments_[static_cast<size_t>(d.group)].push_back({sl.shard_begin, sl.length, decay});
+      segment_params_[static_cast<size_t>(d.group)].push_back(id);
+    }
   }
 }
 
@@ -38,7 +45,29 @@ void AdamW::update(int64_t step, double lr) {
     Tensor low_precision = params_.shard_params(g);
     ops::adamw_update_segments(values, params_.shard_grads(g), m, v, segments, c,
                                params_.has_master(g) ? &low_precision : nullptr);
+    // Sums of squares are computed in double: f32 values cannot overflow
+    // it, so a non-finite sum means a non-finite value.
+    if (!std::isfinite(ops::sum_squares(values))) fail_nonfinite(step, g);
   }
+}
+
+void AdamW::fail_nonfinite(int64_t step, int g) const {
+  const Tensor values = params_.shard_values(g);
+  const auto& segments = segments_[static_cast<size_t>(g)];
+  std::string name = format("storage group ", g);
+  for (size_t k = 0; k < segments.size(); ++k)
+    if (!std::isfinite(
+            ops::sum_squares(values.narrow(0, segments[k].offset, segments[k].numel)))) {
+      name = "parameter '" + params_.decl(segment_params_[static_cast<size_t>(g)][k]).full_name +
+             "'";
+      break;
+    }
+  // Permanent: a restart resumes the last checkpoint and replays this very
+  // update bit for bit.
+  throw PermanentError(format("step ", step, ": after the AdamW update ", name,
+       " holds values that are not finite (NaN or inf), though the loss and the gradient norm "
+       "were finite: the optimizer state is corrupted (a negative second moment, say) or the "
+       "update overflowed. Training stopped; nothing of this step was saved"));
 }
 
 }  // namespace sdp

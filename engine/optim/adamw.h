@@ -25,14 +25,23 @@ struct AdamWSettings {
 class AdamW {
  public:
   AdamW(ParameterSet& params, const AdamWSettings& settings);
-  // Applies update number `step` (1-based, for bias correction) at rate lr.
+  // Applies update number `step` (1-based, for bias correction) at rate lr,
+  // then checks the updated values: one that is not finite (a corrupted
+  // moment, an overflow) stops training with an sdp::Error naming the step
+  // and the parameter, before anything could save it. The check is one
+  // sum of squares per group (a pass over the values just written); the
+  // parameter is looked for only once a group fails.
   void update(int64_t step, double lr);
   const AdamWSettings& settings() const { return settings_; }
 
  private:
+  // Names the first parameter of group g with a non-finite value; throws.
+  [[noreturn]] void fail_nonfinite(int64_t step, int g) const;
+
   ParameterSet& params_;
   AdamWSettings settings_;
   std::vector<std::vector<ops::AdamWSegment>> segments_;  // per group; empty if untrained
+  std::vector<std::vector<int>> segment_params_;  // the parameter id of each segment
 };
 
 }  // namespace sdp

@@ -9,7 +9,9 @@
 
 #include "engine/checkpoint/atomic_file.h"
 #include "engine/checkpoint/json_file.h"
+#include "engine/checkpoint/value_check.h"
 #include "engine/core/error.h"
+#include "engine/core/json_integer.h"
 #include "engine/train/checkpoint_dir.h"
 #include "models/common/parameter_pieces.h"
 #include "models/common/tensor_staging.h"
@@ -201,20 +203,27 @@ Shape parse_shape(const nlohmann::json& j, const std::string& what) {
   if (!j.is_array() || j.size() > static_cast<size_t>(kMaxDims))
     fail(what, " is ", j.dump(), " (valid: an array of at most ", kMaxDims, " sizes)");
   Shape s;
-  for (const auto& d : j) {
-    if (!d.is_number_integer() || d.get<int64_t>() < 0)
-      fail(what, " is ", j.dump(), " (valid: an array of non-negative integers)");
-    s.push_back(d.get<int64_t>());
-  }
+  for (const auto& d : j) s.push_back(json_integer<int64_t>(d, what + " entry", 0));
   return s;
 }
 
-int64_t integer_field(const nlohmann::json& j, const char* key, const std::string& what) {
+// Range-checked in the type the field is used in: 2^32 is no axis 0.
+template <typename Int = int64_t>
+Int integer_field(const nlohmann::json& j, const char* key, const std::string& what,
+                  Int lo = std::numeric_limits<Int>::min(),
+                  Int hi = std::numeric_limits<Int>::max()) {
   const auto it = j.find(key);
-  if (it == j.end() || !it->is_number_integer())
-    fail(what, ": field '", key, "' ", it == j.end() ? "is missing" : "= " + it->dump(),
-         " (valid: an integer)");
-  return it->get<int64_t>();
+  if (it == j.end())
+    fail(what, ": field '", key, "' is missing (valid: an integer)");
+  return json_integer<Int>(*it, what + ": field '" + key + "'", lo, hi);
+}
+
+// A name from the index for a message: control characters (a NUL would
+// end the message where it is printed) shown escaped, as JSON writes them.
+std::string shown(const std::string& name) {
+  const std::string quoted = nlohmann::json(name).dump(-1, ' ', false,
+                                                       nlohmann::json::error_handler_t::replace);
+  return quoted.substr(1, quoted.size() - 2);
 }
 
 std::string string_field(const nlohmann::json& j, const char* key, const std::string& what) {
@@ -265,6 +274,15 @@ void ShardedCheckpoint::check_index(const std::string& where) {
     fail(where, ": world_size = ", world, " (valid: at least 1)");
   world_size_ = static_cast<int>(world);
   if (!index_.contains("architecture")) fail(where, ": field 'architecture' is missing");
+  // The state dtype every chunk is stored in: the one check sdp-train and
+  // sdp-export share (read_full holds each chunk to it).
+  const std::string dtype = string_field(index_, "dtype", where);
+  if (dtype == "f32")
+    dtype_ = DType::f32;
+  else if (dtype == "f64")
+    dtype_ = DType::f64;
+  else
+    fail(where, ": field 'dtype' = \"", shown(dtype), "\" (valid: \"f32\", \"f64\")");
 
   // Every rank's file, present.
   const nlohmann::json& files = array_field(index_, "files", where);
@@ -283,10 +301,11 @@ void ShardedCheckpoint::check_index(const std::string& where) {
   for (const nlohmann::json& t : array_field(index_, "tensors", where)) {
     TensorEntry e;
     e.name = string_field(t, "name", where + ": a tensor");
-    e.shape = parse_shape(t.value("shape", nlohmann::json()), where + ": tensor " + e.name + "'s shape");
+    e.shape = parse_shape(t.value("shape", nlohmann::json()),
+                          where + ": tensor '" + shown(e.name) + "''s shape");
     e.buffer = t.value("buffer", false);
     if (!tensor_at.emplace(e.name, tensors_.size()).second)
-      fail(where, ": tensor '", e.name, "' is listed twice");
+      fail(where, ": tensor '", shown(e.name), "' is listed twice");
     tensors_.push_back(std::move(e));
   }
 
@@ -296,13 +315,13 @@ void ShardedCheckpoint::check_index(const std::string& where) {
     c.file = string_field(j, "file", what);
     c.tensor = string_field(j, "tensor", what);
     c.full_name = string_field(j, "full_name", what);
-    const std::string chunk = where + ": chunk '" + c.tensor + "' of '" + c.file + "'";
+    const std::string chunk = where + ": chunk '" + shown(c.tensor) + "' of '" + shown(c.file) + "'";
     const auto part = parse_chunk_part(string_field(j, "part", chunk));
     if (!part)
       fail(chunk, ": part ", j["part"].dump(), " (valid: values, exp_avg, exp_avg_sq, buffer)");
     c.part = *part;
     c.full_shape = parse_shape(j.value("full_shape", nlohmann::json()), chunk + ": full_shape");
-    c.axis = static_cast<int>(integer_field(j, "axis", chunk));
+    c.axis = integer_field<int>(j, "axis", chunk);
     c.start = integer_field(j, "start", chunk);
     c.length = integer_field(j, "length", chunk);
     c.begin = integer_field(j, "begin", chunk);
@@ -311,14 +330,14 @@ void ShardedCheckpoint::check_index(const std::string& where) {
       fail(chunk, ": its file is none of the index's rank files");
     const auto t = tensor_at.find(c.full_name);
     if (t == tensor_at.end())
-      fail(chunk, ": names tensor '", c.full_name, "', which the index does not list");
+      fail(chunk, ": names tensor '", shown(c.full_name), "', which the index does not list");
     const TensorEntry& entry = tensors_[t->second];
     if (c.full_shape != entry.shape)
-      fail(chunk, ": full_shape ", c.full_shape.str(), ", but tensor '", c.full_name, "' is ",
+      fail(chunk, ": full_shape ", c.full_shape.str(), ", but tensor '", shown(c.full_name), "' is ",
            entry.shape.str());
     if ((c.part == ChunkPart::buffer) != entry.buffer)
       fail(chunk, ": part ", chunk_part_name(c.part), " of ", entry.buffer ? "buffer" : "parameter",
-           " '", c.full_name, "'");
+           " '", shown(c.full_name), "'");
     const int ndim = c.full_shape.ndim();
     const int64_t extent = ndim > 0 && c.axis >= 0 && c.axis < ndim ? c.full_shape[c.axis] : 1;
     if ((ndim > 0 && (c.axis < 0 || c.axis >= ndim || c.axis > 1)) || (ndim == 0 && c.axis != 0))
@@ -408,12 +427,16 @@ OwnedTensor ShardedCheckpoint::read_full(const std::string& full_name, ChunkPart
     if (!f.contains(c.tensor))
       fail(where, " lacks tensor '", c.tensor, "', which ", kShardIndexFileName, " places there");
     const ck::SafetensorsTensorInfo info = f.info(c.tensor);
-    if (info.shape.numel() != c.end - c.begin)
-      fail(where, ": tensor '", c.tensor, "' is ", info.shape.str(), ", but the index says it "
-           "holds ", c.end - c.begin, " elements");
-    if (dtype && info.dtype != *dtype)
-      fail(where, ": tensor '", c.tensor, "' is ", dtype_name(info.dtype), ", other chunks of '",
-           full_name, "' are ", dtype_name(*dtype));
+    // The shape the writer gives a chunk (add_chunk): a whole piece keeps
+    // its own, a slice of one is flat. Same element count is not enough.
+    const Shape piece = c.piece_shape();
+    const Shape expected = c.begin == 0 && c.end == piece.numel() ? piece : Shape{c.end - c.begin};
+    if (info.shape != expected)
+      fail(where, ": tensor '", shown(c.tensor), "' has shape ", info.shape.str(),
+           " in the file's header, but ", kShardIndexFileName, " says ", expected.str());
+    if (info.dtype != dtype_)
+      fail(where, ": tensor '", shown(c.tensor), "' is ", dtype_name(info.dtype), ", but ",
+           kShardIndexFileName, " says the chunks are ", dtype_name(dtype_));
     dtype = info.dtype;
     return info;
   };
@@ -461,6 +484,9 @@ void read_sharded_parameter_set(ParameterSet& p, const ShardedCheckpoint& checkp
     cached = OwnedTensor();
     cached_key.reset();
     OwnedTensor t = checkpoint.read_full(d.full_name, part, scratch);
+    // NaN, or a negative second moment, would poison the next update.
+    ck::check_loaded_values(*t, part == ChunkPart::exp_avg_sq, checkpoint.dir(),
+                            format(chunk_part_name(part), " of '", d.full_name, "'"));
     if (t->shape() != d.full_shape)
       fail("sharded checkpoint '", checkpoint.dir().string(), "': tensor '", d.full_name,
            "' is ", t->shape().str(), " there, but this model's is ", d.full_shape.str());
@@ -502,27 +528,37 @@ namespace {
 struct Word {
   bool ok = true;
   std::string text;
+  bool permanent = false;  // a failure a restart cannot cure (a full disk, no permission)
 };
+
+// On the wire the status is one word: 1 ok, 0 failed, 2 failed permanently.
+int32_t status_word(const Word& w) { return w.ok ? 1 : w.permanent ? 2 : 0; }
+Word word_of(int32_t status, std::string text) {
+  return {status == 1, std::move(text), status == 2};
+}
+Word failure_of(const std::exception& e) {
+  return {false, e.what(), dynamic_cast<const PermanentError*>(&e) != nullptr};
+}
 
 Word broadcast_word(comm::Communicator& world, int root, const Word& mine) {
   if (mine.text.size() > static_cast<size_t>(std::numeric_limits<int32_t>::max() / 2))
     fail("save: a message of ", mine.text.size(), " bytes is too long to send");
-  std::vector<int32_t> head = {mine.ok ? 1 : 0, static_cast<int32_t>(mine.text.size())};  // [2]
+  std::vector<int32_t> head = {status_word(mine), static_cast<int32_t>(mine.text.size())};  // [2]
   Tensor h(head.data(), {2}, DType::i32, Device::cpu);
   world.broadcast(h, root);
   std::vector<int32_t> words(std::max<size_t>((static_cast<size_t>(head[1]) + 3) / 4, 1), 0);
   if (world.rank() == root) std::memcpy(words.data(), mine.text.data(), mine.text.size());
   Tensor w(words.data(), {static_cast<int64_t>(words.size())}, DType::i32, Device::cpu);
   world.broadcast(w, root);
-  return {head[0] == 1,
-          std::string(reinterpret_cast<const char*>(words.data()), static_cast<size_t>(head[1]))};
+  return word_of(head[0], std::string(reinterpret_cast<const char*>(words.data()),
+                                      static_cast<size_t>(head[1])));
 }
 
 // Every rank's status and text, by rank.
 std::vector<Word> gather_words(comm::Communicator& world, const Word& mine) {
   if (mine.text.size() > static_cast<size_t>(std::numeric_limits<int32_t>::max() / 2))
     fail("save: a message of ", mine.text.size(), " bytes is too long to send");
-  const int32_t head[2] = {mine.ok ? 1 : 0, static_cast<int32_t>(mine.text.size())};
+  const int32_t head[2] = {status_word(mine), static_cast<int32_t>(mine.text.size())};
   const std::vector<int32_t> heads = comm::all_gather_host_words(world, head);  // [size * 2]
   int32_t longest = 0;
   for (int r = 0; r < world.size(); ++r) longest = std::max(longest, heads[2 * r + 1]);
@@ -531,9 +567,9 @@ std::vector<Word> gather_words(comm::Communicator& world, const Word& mine) {
   const std::vector<int32_t> all = comm::all_gather_host_words(world, words);  // [size * n]
   std::vector<Word> out(static_cast<size_t>(world.size()));
   for (size_t r = 0; r < out.size(); ++r)
-    out[r] = {heads[2 * r] == 1,
-              std::string(reinterpret_cast<const char*>(all.data() + r * words.size()),
-                          static_cast<size_t>(heads[2 * r + 1]))};
+    out[r] = word_of(heads[2 * r],
+                     std::string(reinterpret_cast<const char*>(all.data() + r * words.size()),
+                                 static_cast<size_t>(heads[2 * r + 1])));
   return out;
 }
 
@@ -545,9 +581,10 @@ void save_sharded_checkpoint(comm::Communicator& world, const fs::path& dir,
   const int rank = world.rank(), size = world.size();
   const bool rank0 = rank == 0;
   SDP_CHECK(!rank0 || save.model, "save_sharded_checkpoint: rank 0 needs the model");
-  auto failed = [&](int who, const std::string& message) {
+  auto failed = [&](int who, const Word& w) {
     throw CollectiveError(format("saving sharded checkpoint '", dir.string(), "' failed on rank ",
-                                 who, ": ", message));
+                                 who, ": ", w.text),
+                          w.permanent);
   };
 
   // 1. Rank 0 opens the transaction; every rank learns its staging directory.
@@ -558,11 +595,11 @@ void save_sharded_checkpoint(comm::Communicator& world, const fs::path& dir,
       tx = std::make_unique<ck::DirectoryTransaction>(dir);
       staging.text = tx->staging_dir().string();
     } catch (const std::exception& e) {
-      staging = {false, e.what()};
+      staging = failure_of(e);
     }
   }
   staging = broadcast_word(world, 0, staging);
-  if (!staging.ok) failed(0, staging.text);
+  if (!staging.ok) failed(0, staging);
   const fs::path out = staging.text;
 
   // 2. Each rank writes its own file.
@@ -577,11 +614,11 @@ void save_sharded_checkpoint(comm::Communicator& world, const fs::path& dir,
         chunks.push_back(std::move(c));
     written.text = write_rank_file(out, file, chunks).dump();
   } catch (const std::exception& e) {
-    written = {false, e.what()};
+    written = failure_of(e);
   }
   const std::vector<Word> by_rank = gather_words(world, written);
   for (int r = 0; r < size; ++r)
-    if (!by_rank[static_cast<size_t>(r)].ok) failed(r, by_rank[static_cast<size_t>(r)].text);
+    if (!by_rank[static_cast<size_t>(r)].ok) failed(r, by_rank[static_cast<size_t>(r)]);
 
   // 3. Rank 0 writes the index and the files of the whole run, and commits.
   Word committed;
@@ -595,11 +632,11 @@ void save_sharded_checkpoint(comm::Communicator& world, const fs::path& dir,
       ck::write_json_atomically(out / kStateFileName, save.state);
       tx->commit();
     } catch (const std::exception& e) {
-      committed = {false, e.what()};
+      committed = failure_of(e);
     }
   }
   committed = broadcast_word(world, 0, committed);
-  if (!committed.ok) failed(0, committed.text);
+  if (!committed.ok) failed(0, committed);
 }
 
 }  // namespace sdp

@@ -162,6 +162,8 @@ class ShardedCheckpoint {
   int world_size() const { return world_size_; }
   const nlohmann::json& index() const { return index_; }
   const nlohmann::json& architecture() const { return index_.at("architecture"); }
+  // The index's "dtype": every chunk is stored in it (checked on reading).
+  DType dtype() const { return dtype_; }
   // In the order the hf form writes them.
   const std::vector<TensorEntry>& tensors() const { return tensors_; }
   bool contains(const std::string& full_name, ChunkPart part) const {
@@ -179,6 +181,7 @@ class ShardedCheckpoint {
   std::filesystem::path dir_, index_path_;
   nlohmann::json index_;
   int world_size_ = 0;
+  DType dtype_ = DType::f32;
   std::vector<TensorEntry> tensors_;
   std::map<std::pair<std::string, ChunkPart>, std::vector<ChunkInfo>> chunks_;  // sorted
   mutable std::map<std::string, checkpoint::SafetensorsFile> files_;

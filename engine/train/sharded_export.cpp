@@ -18,18 +18,6 @@ namespace sdp {
 namespace fs = std::filesystem;
 namespace ck = checkpoint;
 
-namespace {
-
-DType state_dtype_of(const ShardedCheckpoint& sharded) {
-  const std::string name = sharded.index().value("dtype", std::string());
-  if (name == "f32") return DType::f32;
-  if (name == "f64") return DType::f64;
-  fail("sharded checkpoint index '", sharded.index_path().string(), "': dtype '", name,
-       "' (valid: f32, f64)");
-}
-
-}  // namespace
-
 void export_sharded_checkpoint(const fs::path& checkpoint, const fs::path& out,
                                uint64_t max_shard_bytes) {
   const ShardedCheckpoint sharded(checkpoint);
@@ -52,7 +40,10 @@ void export_sharded_checkpoint(const fs::path& checkpoint, const fs::path& out,
   if (sharded.architecture() != model_architecture(model->config_json()))
     fail("sharded checkpoint '", checkpoint.string(), "' holds another architecture than model ",
          name, " (", model->parameter_count(), " parameters) that its sdp_state.json names");
-  model->materialize(host, state_dtype_of(sharded));
+  // The index's dtype, which ShardedCheckpoint checked (as sdp-train does)
+  // and holds every chunk to, so the tensors written match config.json's
+  // torch_dtype (checked below).
+  model->materialize(host, sharded.dtype());
   ParameterSet& p = model->params();
   p.allocate_adam_state();
   read_sharded_parameter_set(p, sharded, true);
@@ -67,6 +58,20 @@ void export_sharded_checkpoint(const fs::path& checkpoint, const fs::path& out,
     ck::save_tensor_collection(staging, "model", weights, max_shard_bytes, {{"format", "pt"}});
     const auto moments = full_moment_tensors(p, scratch, assembled);
     ck::save_tensor_collection(staging, "optimizer", moments, max_shard_bytes);
+  }
+  // config.json must describe the tensors written: a torch_dtype other
+  // than the index's dtype would make transformers misread them.
+  const fs::path config_file = checkpoint / "config.json";
+  if (fs::exists(config_file)) {
+    const nlohmann::json model_config = ck::read_json_file(config_file);
+    const auto torch_dtype =
+        model_config.is_object() ? model_config.find("torch_dtype") : model_config.end();
+    if (model_config.is_object() && torch_dtype != model_config.end() &&
+        *torch_dtype != torch_dtype_name(sharded.dtype()))
+      fail("sharded checkpoint '", checkpoint.string(), "': config.json has torch_dtype ",
+           torch_dtype->dump(), ", but ", kShardIndexFileName, " stores the tensors as ",
+           dtype_name(sharded.dtype()), " (torch_dtype \"", torch_dtype_name(sharded.dtype()),
+           "\"); refusing to export tensors that config.json misdescribes");
   }
   // The files that do not hold tensors are the hf form's already.
   for (const char* file : {"config.json", "generation_config.json", "tokenizer.json",

@@ -21,6 +21,7 @@
 // With checkpoint_format = "sharded" every rank writes its own parts instead
 // of model / optimizer.safetensors (sharded_checkpoint.h); loading tells the
 // forms apart by the index file.
+#include <cmath>
 #include <cstdio>
 #include <vector>
 
@@ -29,6 +30,7 @@
 #include "engine/checkpoint/json_file.h"
 #include "engine/checkpoint/safetensors.h"
 #include "engine/checkpoint/tensor_collection.h"
+#include "engine/checkpoint/value_check.h"
 #include "engine/train/checkpoint_dir.h"
 #include "engine/train/hf_export.h"
 #include "engine/train/rank_agreement.h"
@@ -86,12 +88,56 @@ void read_parameter_set(ParameterSet& p, const ck::TensorCollection& weights,
   for (int id = 0; id < p.count(); ++id) {
     if (!p.is_materialized(id)) continue;
     const std::string& name = p.decl(id).full_name;
-    p.assign(id, Part::values, *read_whole(weights, name, id));
+    // Values that would poison the next update (NaN, or a negative second
+    // moment whose square root is NaN) are refused here, naming the file.
+    auto checked = [](const ck::TensorCollection& file, const std::string& tensor,
+                      OwnedTensor t, bool non_negative) {
+      ck::check_loaded_values(*t, non_negative, file.path(), tensor);
+      return t;
+    };
+    p.assign(id, Part::values, *checked(weights, name, read_whole(weights, name, id), false));
     if (!moments || !p.keeps_training_state(p.decl(id).group) || p.decl(id).buffer) continue;
-    p.assign(id, Part::adam_m, *read_whole(*moments, "exp_avg." + name, id));
-    p.assign(id, Part::adam_v, *read_whole(*moments, "exp_avg_sq." + name, id));
+    const std::string m = "exp_avg." + name, v = "exp_avg_sq." + name;
+    p.assign(id, Part::adam_m, *checked(*moments, m, read_whole(*moments, m, id), false));
+    p.assign(id, Part::adam_v, *checked(*moments, v, read_whole(*moments, v, id), true));
   }
 }
+
+namespace {
+
+// The first value, AdamW moment or negative second moment among what this
+// rank stores that a checkpoint must not hold, described; empty when all
+// are valid. One sum of squares per group and part (computed in double, so
+// f32 values cannot overflow it); the parameter is looked for only in a
+// group that fails.
+std::string invalid_training_state(const ParameterSet& p) {
+  using Part = ParameterSet::Part;
+  for (int g = 0; g < p.group_count(); ++g) {
+    if (!p.keeps_training_state(g)) continue;
+    for (const Part part : {Part::values, Part::adam_m, Part::adam_v}) {
+      if (part != Part::values && !p.has_adam_state()) continue;
+      const Tensor t = part == Part::values ? p.shard_values(g)
+                       : part == Part::adam_m ? p.shard_adam_m(g)
+                                              : p.shard_adam_v(g);
+      if (std::isfinite(ops::sum_squares(t))) continue;
+      const char* what = part == Part::values   ? "values"
+                         : part == Part::adam_m ? "AdamW first moment (exp_avg)"
+                                                : "AdamW second moment (exp_avg_sq)";
+      for (int id = 0; id < p.count(); ++id) {
+        if (p.decl(id).group != g) continue;
+        const ParameterSet::ShardSlice sl = p.shard_slice(id);
+        if (sl.length > 0 &&
+            !std::isfinite(ops::sum_squares(t.narrow(0, sl.shard_begin, sl.length))))
+          return format("the ", what, " of parameter '", p.decl(id).full_name,
+                        "' are not finite");
+      }
+      return format("the ", what, " of storage group ", g, " are not finite");
+    }
+  }
+  return {};
+}
+
+}  // namespace
 
 void Trainer::save_checkpoint(const fs::path& dir) {
   ops::ComputeStream::Scope on_stream(*stream_);
@@ -100,6 +146,28 @@ void Trainer::save_checkpoint(const fs::path& dir) {
   if (world_->backend() == "emulated")
     fail("checkpoints need every rank's components; an emulated rank (emulate_world = ",
          config_.emulate_world, ") has only its own, so it cannot save one");
+  // A checkpoint that would poison every run resumed from it is not
+  // written. Every rank checks what it stores and learns whether any
+  // failed, so all of them stop here rather than in the save's collectives.
+  {
+    const std::string invalid = invalid_training_state(model_->params());
+    bool any_invalid = !invalid.empty();
+    if (world_->size() > 1) {
+      double* ctl = control_->data<double>();
+      ctl[0] = any_invalid ? 1 : 0;
+      ctl[1] = 0;
+      world_->all_reduce(*control_, comm::ReduceOp::sum);
+      any_invalid = ctl[0] > 0;
+    }
+    // The rank that found it names it; the others end quietly.
+    if (!invalid.empty())
+      fail("refusing to save checkpoint ", dir.string(), " at step ", step_, ": ", invalid,
+           "; nothing was written and latest still names the previous checkpoint");
+    if (any_invalid)
+      throw CollectiveError(format("refusing to save checkpoint ", dir.string(), " at step ",
+                                   step_, ": another rank's training state is not finite"),
+                            false);
+  }
   const nlohmann::json state = {{"format_version", kFormatVersion},
                                  {"step", step_},
                                  {"train_config", config_.to_json()},

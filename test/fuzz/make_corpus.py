@@ -85,3 +85,83 @@ write("json_config", "number_overflow", '{"lr": 1e400}')
 write("json_config", "fraction_for_integer", '{"batch": 2.5, "threads": 4294967296}')
 write("json_config", "negative_unsigned", '{"seed": -1}')
 write("json_config", "not_an_object", '[1, 2, {"checkpoint": 3}]')
+# Integers as written (JSON cases of the integer readers), and a weighted
+# plan whose repeat counts name 104857601 ranks (refused before expanding).
+write("json_config", "threads_beyond_int", '{"threads": 2147483648}')
+write("json_config", "whole_float_for_integer", '{"batch": 4.0, "steps": null}')
+write("json_config", "weighted_plan_total",
+      json.dumps({"strategy": "b-sdp", "plan": "weighted:" + "1x1048576," * 100 + "1"}))
+
+# ---- pipeline schedules and timelines (sdp-train schedule = file:PATH,
+# sdp-pipeline --schedule, --timeline)
+write("schedule", "valid_1f1b", json.dumps(
+    {"microbatches": 2, "stages": [["F0", "F1", "B0", "B1"], ["F0", "B0", "F1", "B1"]]}))
+write("schedule", "valid_split_backward", json.dumps(
+    {"microbatches": 2, "stages": [["F0", "F1", "I0", "I1", "W0", "W1"],
+                                   ["F0", "I0", "F1", "I1", "W0", "W1"]]}))
+write("schedule", "explicit_sends", json.dumps(
+    {"microbatches": 1, "stages": [["F0", "SEND_F0", "RECV_B0", "B0"],
+                                   ["RECV_F0", "F0", "B0", "SEND_B0"]]}))
+write("schedule", "deadlock", json.dumps(
+    {"microbatches": 1, "stages": [["RECV_B0", "F0", "SEND_F0", "B0"],
+                                   ["RECV_F0", "F0", "B0", "SEND_B0"]]}))
+write("schedule", "out_of_order_neighbours", json.dumps(
+    {"microbatches": 2, "stages": [["F0", "F1", "B0", "B1"], ["F1", "F0", "B1", "B0"]]}))
+write("schedule", "microbatches_beyond_int",
+      '{"microbatches": 4294967298, "stages": [["F0", "B0"]]}')
+for name, value in (("microbatches_float", "2.0"), ("microbatches_null", "null"),
+                    ("microbatches_string", '"2"'), ("microbatches_negative", "-1")):
+    write("schedule", name, '{"microbatches": %s, "stages": [["F0", "B0"]]}' % value)
+write("schedule", "timeline_valid", json.dumps(
+    {"microbatches": 1, "stages": [
+        [{"action": "F0", "start": 0.0, "end": 1.0}, {"action": "B0", "start": 3.0, "end": 5.0}],
+        [{"action": "F0", "start": 1.0, "end": 2.0}, {"action": "B0", "start": 2.0, "end": 3.0}]]}))
+write("schedule", "timeline_microbatches_beyond_int", json.dumps(
+    {"microbatches": 2147483648, "stages": [[{"action": "F0", "start": 0, "end": 1},
+                                              {"action": "B0", "start": 1, "end": 2}]]}))
+
+# ---- subnet plans: byte 0 even = rank weights (the rest), odd = a plan file
+# (byte 1 picks ranks = b % 8 + 1 and components = b / 8 % 16 + 1)
+write("plan", "weights_sizes", b"\x00" + b"80GiBx2,40GiBx2")
+write("plan", "weights_numbers", b"\x00" + b"2,2,1,1.5")
+write("plan", "weights_total_beyond_world", b"\x00" + b"1x1048576," * 100 + b"1")
+write("plan", "weights_bad_items", b"\x00" + b"2,,0,-1,1e-400,3x0")
+write("plan", "file_valid", b"\x01\x11" + json.dumps({"matrix": ["110", "011"]}).encode())
+write("plan", "file_bad_bit", b"\x01\x11" + json.dumps({"matrix": ["120", "011"]}).encode())
+write("plan", "file_wrong_rows", b"\x01\x11" + json.dumps({"matrix": ["110"]}).encode())
+write("plan", "file_not_object", b"\x01\x00" + b"[[1, 0]]")
+
+
+# ---- calibration: sdp-train metrics files (sdp-plan --calibrate) and the
+# costs files of a measured pipeline run (sdp-pipeline --calibrate, --costs)
+def step(n, **fields):
+    record = {"step": n, "seconds": 0.01, "flops": 1e9,
+              "comm": {"wait_seconds": 0.001, "sent_bytes": 1e6, "latency_steps": 4}}
+    for key, value in fields.items():
+        (record["comm"] if key in record["comm"] else record)[key] = value
+    return json.dumps(record)
+
+
+def metrics(*lines, tail="\n"):
+    return "\n".join(lines) + tail
+
+
+summary = json.dumps({"summary": True, "steps": 3})
+write("calibration", "metrics_valid", metrics(step(1), step(2, sent_bytes=2e6), step(3), summary))
+write("calibration", "metrics_null_field", metrics(step(1), step(2, seconds=None), summary))
+write("calibration", "metrics_absurd_flops", metrics(step(1), step(2, flops=1e308)))
+write("calibration", "metrics_zero_seconds", metrics(step(1), step(2, seconds=0)))
+write("calibration", "metrics_negative_wait", metrics(step(1), step(2, wait_seconds=-1)))
+write("calibration", "metrics_step_beyond_int64",
+      metrics(step(1), step(2).replace('"step": 2', '"step": 18446744073709551615')))
+write("calibration", "metrics_cut_last_line", metrics(step(1), step(2), step(3)[:30], tail=""))
+write("calibration", "metrics_cut_middle_line", metrics(step(1), step(2)[:30], step(3)))
+stage = {"forward": 3e-6, "backward": 6e-6, "input_grad": 3e-6, "weight_grad": 3e-6,
+         "activation_bytes": 134656, "weight_grad_bytes": 220672}
+write("calibration", "costs_valid", json.dumps(
+    {"stages": [stage, stage], "boundary_bytes": [8192],
+     "link": {"latency": 1e-6, "bandwidth": 1e10}}))
+write("calibration", "costs_null_time", json.dumps({"stages": [dict(stage, forward=None)]}))
+write("calibration", "costs_bytes_beyond_int64",
+      '{"stages": [{}, {}], "boundary_bytes": [18446744073709551615]}')
+write("calibration", "costs_float_bytes", '{"boundary_bytes": [1e9], "link": {"latency": 1e308}}')
