@@ -49,6 +49,31 @@ write("safetensors", "unpadded_header", safetensors(
     {"x": st_entry("I32", [1], 0, 4)}, bytes(4), pad=False))
 
 
+
+def crc32c_hex(data):
+    """CRC-32C as the engine records it (sdp.crc32c.<tensor> metadata)."""
+    c = 0xFFFFFFFF
+    for byte in data:
+        c ^= byte
+        for _ in range(8):
+            c = (c >> 1) ^ 0x82F63B78 if c & 1 else c >> 1
+    return "%08x" % (c ^ 0xFFFFFFFF)
+
+
+# Checkpoint files with recorded checksums: intact, a flipped byte in the
+# data, a checksum that is no hex, and one for a tensor the file lacks.
+flipped = bytearray(f32)
+flipped[5] ^= 0x10
+checked = {"format": "pt", "sdp.crc32c.w": crc32c_hex(f32)}
+write("safetensors", "checksum_valid", safetensors(
+    {"__metadata__": checked, "w": st_entry("F32", [2, 3], 0, 24)}, f32))
+write("safetensors", "checksum_flipped_byte", safetensors(
+    {"__metadata__": checked, "w": st_entry("F32", [2, 3], 0, 24)}, bytes(flipped)))
+write("safetensors", "checksum_not_hex", safetensors(
+    {"__metadata__": {"sdp.crc32c.w": "zz\u0000"}, "w": st_entry("F32", [2, 3], 0, 24)}, f32))
+write("safetensors", "checksum_of_absent_tensor", safetensors(
+    {"__metadata__": {"sdp.crc32c.q": "00000000"}, "w": st_entry("F32", [3, 2], 0, 24)}, f32))
+
 # ---- llm.c shards: 256 int32 header (magic, version, count), then tokens
 def shard(magic, version, tokens, token_bytes, count=None):
     header = [0] * 256
