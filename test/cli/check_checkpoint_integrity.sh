@@ -16,7 +16,13 @@ tiny="--model tiny --batch 2 --seq 16"
 rm -rf "$work" && mkdir -p "$work" || exit 2
 format=hf
 case $case_name in sharded_* | index_* | chunk_*) format=sharded ;; esac
-"$train" $tiny --steps 2 --checkpoint-format $format --save-dir "$work/ck" >/dev/null || exit 2
+# cuda_* cases run on the CUDA device in bf16 (f32 master weights updated by
+# the CUDA AdamW); without a usable GPU they are skipped (exit 77).
+case $case_name in cuda_*) tiny="$tiny --device cuda --dtype bf16" ;; esac
+if ! "$train" $tiny --steps 2 --checkpoint-format $format --save-dir "$work/ck" >/dev/null 2>"$work/save.err"; then
+  case $case_name in cuda_*) echo "SKIPPED: no usable CUDA device:"; cat "$work/save.err"; exit 77 ;; esac
+  cat "$work/save.err"; exit 2
+fi
 ck=$work/ck/step-000002
 rank_file=$ck/rank-00000-of-00001.safetensors
 
@@ -46,7 +52,7 @@ case $case_name in
   sharded_negative_second_moment)
     $corrupt set "$rank_file" exp_avg_sq.model.norm.weight 3 -1
     expect_resume 3 "tensor 'exp_avg_sq of 'model.norm.weight'' element 3 is -1" ;;
-  hf_nonfinite_update)
+  hf_nonfinite_update | cuda_nonfinite_update)
     # Finite, so loading accepts it, but the update divides a huge first
     # moment by a zero second moment.
     $corrupt set "$ck/optimizer.safetensors" exp_avg.model.norm.weight 0 3e38

@@ -16,4 +16,15 @@ if(TARGET sdp-train AND TARGET sdp-export AND SDP_PYTHON3)
     set_tests_properties(cli.checkpoint_integrity.${integrity_case} PROPERTIES
                          LABELS cli ENVIRONMENT "OMP_NUM_THREADS=1;SDP_PYTHON3=${SDP_PYTHON3}")
   endforeach()
+  # The same bad update on the CUDA device (the emulated one in the
+  # sanitizer build); Skipped where no GPU is usable.
+  if(SDP_HAVE_CUDA)
+    add_test(NAME cli.checkpoint_integrity.cuda_nonfinite_update
+             COMMAND sh ${CMAKE_CURRENT_SOURCE_DIR}/cli/check_checkpoint_integrity.sh
+                     cuda_nonfinite_update ${CMAKE_CURRENT_BINARY_DIR}/cli/checkpoint_integrity
+                     $<TARGET_FILE:sdp-train> $<TARGET_FILE:sdp-export>)
+    set_tests_properties(cli.checkpoint_integrity.cuda_nonfinite_update PROPERTIES
+                         LABELS "cli;cuda" SKIP_RETURN_CODE 77
+                         ENVIRONMENT "OMP_NUM_THREADS=1;SDP_PYTHON3=${SDP_PYTHON3}")
+  endif()
 endif()

@@ -5,6 +5,7 @@
 // sdp-export's output equals that hf form in every tensor, byte for byte.
 #include <catch2/catch.hpp>
 
+#include <cstdio>
 #include <cstring>
 #include <filesystem>
 #include <string>
@@ -149,6 +150,36 @@ TEST_CASE("sharded checkpoints of a forward-masked ResNet hold the hf form's re-
     CHECK(resumed.train_step().loss == next.loss);
     world().barrier();
   }
+  world().barrier();
+  if (rank() == 0) fs::remove_all(root);
+}
+
+TEST_CASE("a sharded save that fails permanently says so on every rank", "[mpi][train][checkpoint]") {
+  // A save directory below a regular file (ENOTDIR): no restart can write
+  // it, so every rank's CollectiveError must carry `permanent` (sdp-train
+  // exits 3 for it and sdp-run does not retry) rather than read as a lost
+  // peer.
+  const fs::path root = same_path_everywhere("sdp_mpi_sharded_permanent");
+  if (rank() == 0) {
+    fs::create_directories(root);
+    std::FILE* f = std::fopen((root / "a_file").c_str(), "w");
+    REQUIRE(f != nullptr);
+    std::fclose(f);
+  }
+  world().barrier();
+  TrainConfig c = mini_job_config("ddp");
+  c.checkpoint_format = "sharded";
+  Trainer job(c, world());
+  job.train_step();
+  bool threw = false;
+  try {
+    job.save_checkpoint(root / "a_file" / "ck");
+  } catch (const CollectiveError& e) {
+    threw = true;
+    CHECK(e.permanent());
+    CHECK(std::string(e.what()).find("failed on rank 0") != std::string::npos);
+  }
+  CHECK(threw);
   world().barrier();
   if (rank() == 0) fs::remove_all(root);
 }
