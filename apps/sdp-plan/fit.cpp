@@ -27,13 +27,11 @@ std::vector<Combination> combinations(const PlannerJob& job, int blocks) {
   const std::vector<std::optional<ShardLevel>> shards = {
       std::nullopt, ShardLevel::optimizer, ShardLevel::grad, ShardLevel::full};
   std::vector<Combination> out;
-  for (const char* strategy : {"ddp", "b-sdp", "n-sdp", "bb-sdp", "nb-sdp"})
-    for (const auto& shard : shards)
-      for (bool ac : {false, true}) out.push_back({strategy, shard, ac, 1});
-  for (int P = 2; P <= blocks && P <= job.world; P *= 2) {
+  for (int P = 1; P <= blocks && P <= job.world; P *= 2) {
     if (job.world % P != 0) continue;
-    for (const char* strategy : {"ddp", "b-sdp", "n-sdp"})
-      for (bool ac : {false, true}) out.push_back({strategy, std::nullopt, ac, P});
+    for (const char* strategy : {"ddp", "b-sdp", "n-sdp", "bb-sdp", "nb-sdp"})
+      for (const auto& shard : shards)
+        for (bool ac : {false, true}) out.push_back({strategy, shard, ac, P});
   }
   return out;
 }

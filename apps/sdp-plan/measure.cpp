@@ -50,8 +50,8 @@ std::unordered_map<int, std::string> roots_by_rank(const SubnetLayout& layout) {
 // its replica (one character per component) and the groups it is root of.
 std::string step_class(const SubnetLayout& layout,
                        const std::unordered_map<int, std::string>& roots, int rank) {
-  const int replica = rank % layout.replicas;
-  std::string key = std::to_string(rank / layout.replicas) + ":";
+  const int replica = layout.mesh.replica_of(rank);
+  std::string key = std::to_string(layout.mesh.stage_of(rank)) + ":";
   key.reserve(key.size() + static_cast<size_t>(layout.plan.components()));
   for (int k = 0; k < layout.plan.components(); ++k)
     key += layout.plan.owns(replica, k) ? '1' : '0';
@@ -61,8 +61,10 @@ std::string step_class(const SubnetLayout& layout,
 
 // A measured step as rank `rank`'s, for a rank of the same class; `comm` is
 // the measured comm without its "by_group". A pipeline record names the
-// replica (rank mod D), the one figure in it that is the rank's own.
-RankStep copied_step(const RankStep& measured, int rank, int replicas, const RankStep::Json& comm) {
+// replica (the rank's mesh coordinate), the one figure in it that is the
+// rank's own.
+RankStep copied_step(const RankStep& measured, int rank, const RankMesh& mesh,
+                     const RankStep::Json& comm) {
   RankStep r = measured;
   r.rank = rank;
   r.measured_as = measured.rank;
@@ -70,7 +72,7 @@ RankStep copied_step(const RankStep& measured, int rank, int replicas, const Ran
   r.comm = comm;
   if (!measured.pipeline->is_null()) {
     auto pipeline = std::make_shared<nlohmann::json>(*measured.pipeline);
-    (*pipeline)["replica"] = rank % replicas;
+    (*pipeline)["replica"] = mesh.replica_of(rank);
     r.pipeline = std::move(pipeline);
   }
   return r;
@@ -234,7 +236,9 @@ StrategySteps measure_strategy(const PlannerJob& job, const StrategyRequest& req
   const bool budgeted = options.budget_bytes > 0;
   if (budgeted) {
     // Classes that own more hold more: a budget is tested on them first.
-    const auto owned_by = [&](int rank) { return owned[static_cast<size_t>(rank % L.replicas)]; };
+    const auto owned_by = [&](int rank) {
+      return owned[static_cast<size_t>(L.mesh.replica_of(rank))];
+    };
     std::stable_sort(measured_ranks.begin(), measured_ranks.end(),
                      [&](int a, int b) { return owned_by(a) > owned_by(b); });
   }
@@ -266,7 +270,7 @@ StrategySteps measure_strategy(const PlannerJob& job, const StrategyRequest& req
     }
     auto& comm = copied_comm[rep];
     if (!comm) comm = without_groups(*measured.comm);
-    out.ranks.push_back(copied_step(measured, rank, L.replicas, comm));
+    out.ranks.push_back(copied_step(measured, rank, L.mesh, comm));
   }
   estimate_time(job, out);
   return out;

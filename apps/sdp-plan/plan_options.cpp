@@ -375,8 +375,7 @@ PlannerJob resolve_job(const PlanOptions& o) {
   }
 
   const bool pipelined = b.parallel.pipelined();
-  std::vector<StrategyRequest> requested = parse_strategies(
-      pipelined && !o.strategies_given ? kDefaultPipelineStrategies : o.strategies);
+  std::vector<StrategyRequest> requested = parse_strategies(o.strategies);
   job.baseline = -1;
   for (size_t i = 0; i < requested.size(); ++i)
     if (requested[i].plain_ddp()) {

@@ -8,6 +8,7 @@
 
 #include <CLI/CLI.hpp>
 
+#include "engine/parallel/rank_mesh.h"
 #include "engine/plan/step_time.h"
 #include "engine/train/train_config.h"
 #include "models/common/recompute_policy.h"
@@ -16,9 +17,6 @@
 namespace sdp::planner {
 
 inline constexpr const char* kDefaultStrategies = "ddp,b-sdp:0.5,n-sdp:0.5,bb-sdp:0.5,nb-sdp:0.5";
-// The default list with a pipeline: backward masking needs every group on
-// every rank, which a pipeline's stages do not hold, so it is left out.
-inline constexpr const char* kDefaultPipelineStrategies = "ddp,b-sdp:0.5,n-sdp:0.5";
 // C of an SDP item written without one (the default list's value).
 inline constexpr double kDefaultActiveFraction = 0.5;
 
@@ -89,7 +87,9 @@ struct PlannerJob {
   // over the replicas), base.parallel has the schedule and stage blocks.
   bool pipelined() const { return base.parallel.pipelined(); }
   // D, the ranks a plan is over: world / P (the whole world without a pipeline).
-  int replicas() const { return world / static_cast<int>(base.parallel.pipeline_stages); }
+  int replicas() const {
+    return RankMesh(world, static_cast<int>(base.parallel.pipeline_stages)).replicas();
+  }
   OutputFormat format = OutputFormat::markdown;
   bool per_rank = false;
   bool every_rank = false;

@@ -161,7 +161,8 @@ void add_options(CLI::App& app, CliOptions& o) {
                  "parts (for large sharded jobs; sdp-export converts to hf). Either resumes");
   io->add_option("--metrics", c.metrics, "JSON-lines metrics file (one line per step + summary)");
   io->add_option("--pipeline-timeline", c.pipeline_timeline,
-                 "Pipelines: directory for the schedule drawn before step 1 (schedule.svg) and "
+                 "Directory for the step's schedule drawn before step 1 (schedule.svg; one "
+                 "stage running the micro-batches in turn without a pipeline) and "
                  "the last step's measured timeline beside the simulated one (timeline.svg, "
                  "timeline.json, costs.json for sdp-pipeline --costs)");
   io->add_option("--progress", c.progress, "Live progress line when stdout is a terminal (true/false)");

@@ -16,6 +16,12 @@ namespace sdp::app {
 
 namespace {
 
+// The schedule's name in titles: a pipeline's, or what one stage runs.
+std::string schedule_name(const Trainer& trainer) {
+  return trainer.layout().pipelined() ? trainer.config().parallel.schedule
+                                      : std::string("one stage (micro-batches in turn)");
+}
+
 std::string stage_table(const pipeline::Schedule& s, const std::vector<double>& bubble,
                         const std::vector<int>* in_flight, const std::vector<double>* measured) {
   std::string out = format("  ", "stage", "  simulated bubble");
@@ -56,7 +62,7 @@ std::string write_stage_actions(const Trainer& trainer, const std::string& dir) 
       file, {{"stage", stage},
              {"stages", s.num_stages()},
              {"micro_batches", s.microbatches},
-             {"schedule", trainer.config().parallel.schedule},
+             {"schedule", schedule_name(trainer)},
              {"emulated_world", trainer.world().size()},
              {"seconds", timings.empty() ? 0.0 : timings.back().end},
              {"actions", actions}});
@@ -68,25 +74,25 @@ std::string write_stage_actions(const Trainer& trainer, const std::string& dir) 
 
 std::string draw_schedule(const Trainer& trainer, const std::string& dir) {
   const pipeline::StageExecutor* executor = trainer.pipeline_executor();
-  SDP_CHECK(executor, "draw_schedule: the job has no pipeline");
+  SDP_CHECK(executor, "draw_schedule: the trainer has no step executor");
   const pipeline::Schedule& s = executor->schedule();
   std::filesystem::create_directories(dir);
   pipeline::save_schedule(s, (std::filesystem::path(dir) / "schedule.json").string());
   const pipeline::SimulationResult sim = pipeline::simulate(s);
   pipeline::write_timeline_svg((std::filesystem::path(dir) / "schedule.svg").string(),
-                               {{format(trainer.config().parallel.schedule, ": ", s.num_stages(),
+                               {{format(schedule_name(trainer), ": ", s.num_stages(),
                                         " stages, ", s.microbatches, " micro-batches, uniform "
                                         "costs (F = I = W = 1, B = 2)"),
                                  s, sim}},
                                {.time_unit = ""});
-  return format("schedule ", trainer.config().parallel.schedule, " at uniform costs: step ",
+  return format("schedule ", schedule_name(trainer), " at uniform costs: step ",
                 format_fixed(sim.makespan, 0), " units (", dir, "/schedule.svg)\n",
                 stage_table(s, sim.bubble_fraction, &sim.peak_live_activations, nullptr));
 }
 
 std::string write_measured_timeline(Trainer& trainer, const std::string& dir) {
   const pipeline::StageExecutor* executor = trainer.pipeline_executor();
-  SDP_CHECK(executor, "write_measured_timeline: the job has no pipeline");
+  SDP_CHECK(executor, "write_measured_timeline: the trainer has no step executor");
   comm::Communicator& w = trainer.world();
   const pipeline::Schedule& s = executor->schedule();
   if (w.backend() == "emulated") return write_stage_actions(trainer, dir);
@@ -110,7 +116,7 @@ std::string write_measured_timeline(Trainer& trainer, const std::string& dir) {
   pipeline::Timeline measured;
   const double* a = all->data<double>();
   for (int st = 0; st < s.num_stages(); ++st) {
-    const double* from = a + K * (st * L.replicas);  // replica 0's rank of the stage
+    const double* from = a + K * L.mesh.rank_at(st, 0);  // replica 0's rank of the stage
     std::vector<pipeline::ActionTiming> row;
     for (size_t k = 0; k < s.stages[static_cast<size_t>(st)].size(); ++k)
       row.push_back({from[2 * k], from[2 * k + 1]});
@@ -131,7 +137,7 @@ std::string write_measured_timeline(Trainer& trainer, const std::string& dir) {
   std::filesystem::create_directories(d);
   pipeline::save_timeline((d / "timeline.json").string(), s, measured);
   checkpoint::write_json_atomically((d / "costs.json").string(), pipeline::costs_to_json(costs));
-  const std::string& name = trainer.config().parallel.schedule;
+  const std::string name = schedule_name(trainer);
   pipeline::write_timeline_svg(
       (d / "timeline.svg").string(),
       {{format(name, ": simulated from the measured action costs"), s, sim},

@@ -112,11 +112,13 @@ std::string pipeline_text(const Trainer& trainer) {
   std::string out = format("pipeline: ", L.stage_count(), " stages x ", L.replicas, " replica",
                            L.replicas == 1 ? "" : "s", ", schedule ", c.parallel.schedule, ", ",
                            c.grad_accum, " micro-batches per step\n");
-  for (int s = 0; s < L.stage_count(); ++s)
+  for (int s = 0; s < L.stage_count(); ++s) {
+    // A stage's replicas are consecutive ranks (rank_mesh.h).
+    const std::vector<int> ranks = L.mesh.line(L.mesh.rank_at(s, 0), MeshAxis::data);
     out += format("  stage ", s, ": ", L.stages[static_cast<size_t>(s)].describe(blocks),
-                  " on rank", L.replicas == 1 ? " " : "s ", s * L.replicas,
-                  L.replicas == 1 ? std::string() : format("..", s * L.replicas + L.replicas - 1),
-                  "\n");
+                  " on rank", ranks.size() == 1 ? " " : "s ", ranks.front(),
+                  ranks.size() == 1 ? std::string() : format("..", ranks.back()), "\n");
+  }
   return out;
 }
 

@@ -210,11 +210,10 @@ int run_training(const TrainConfig& config, bool dry, bool use_mpi) {
       std::string(trainer.world().backend()).c_str(), static_cast<long long>(config.grad_accum),
       batch_text(config, trainer.train_data()).c_str(), static_cast<long long>(config.steps));
   if (world > 1 && config.parallel.subnetworks()) say("%s", plan_text(trainer).c_str());
-  if (trainer.layout().pipelined()) {
-    say("%s", pipeline_text(trainer).c_str());
-    if (root && !config.pipeline_timeline.empty())
-      std::printf("%s", draw_schedule(trainer, config.pipeline_timeline).c_str());
-  }
+  if (trainer.layout().pipelined()) say("%s", pipeline_text(trainer).c_str());
+  // Every job's step is a schedule (one stage without a pipeline).
+  if (root && !config.pipeline_timeline.empty())
+    std::printf("%s", draw_schedule(trainer, config.pipeline_timeline).c_str());
   if (best) say("best achievable loss on this data: %.4f nats/token\n", *best);
   const std::string per_s = unit + "_per_s";
 

@@ -32,8 +32,11 @@ GradientBuckets::GradientBuckets(ParameterSet& params, OwnerGroups& groups, size
   start();
 }
 
-void GradientBuckets::start() {
+void GradientBuckets::start(int reports) {
   SDP_CHECK(pending_.empty(), "GradientBuckets::start() while reductions are in flight");
+  SDP_CHECK(reports >= 1, "gradient buckets: ", reports, " reports per parameter");
+  reports_needed_ = reports;
+  reports_.assign(position_.size(), 0);
   for (int g = 0; g < static_cast<int>(state_.size()); ++g) {
     GroupState& s = state_[static_cast<size_t>(g)];
     s.done.assign(s.params_by_offset.size(), 0);
@@ -47,6 +50,7 @@ void GradientBuckets::ready(std::span<const int> param_ids) {
   for (int id : param_ids) {
     const int pos = position_[static_cast<size_t>(id)];
     if (pos < 0) continue;  // not reduced here
+    if (++reports_[static_cast<size_t>(id)] < reports_needed_) continue;  // more to come
     const int g = params_.decl(id).group;
     state_[static_cast<size_t>(g)].done[static_cast<size_t>(pos)] = 1;
     touched.push_back(g);

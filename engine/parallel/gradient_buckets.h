@@ -28,10 +28,13 @@ class GradientBuckets {
   GradientBuckets(ParameterSet& params, OwnerGroups& groups, size_t bucket_bytes,
                   DType wire = DType::f32, Allocator* staging = nullptr);
 
-  // Forgets the previous step's progress (call before the backward whose
-  // gradients are final, i.e. the last micro-batch).
-  void start();
-  // The gradients of these parameters are final.
+  // Forgets the previous step's progress; from now on each parameter's
+  // gradient is final at its `reports`-th report: a step of M micro-batches
+  // reports each parameter M times, once per micro-batch, in whichever
+  // order its schedule runs their backwards (a pipeline's two-stage
+  // backward reports the input and output stages in I, the blocks in W).
+  void start(int reports = 1);
+  // One more contribution to these parameters' gradients is in.
   void ready(std::span<const int> param_ids);
   // Starts every bucket not yet started and waits for all of them.
   void finish();
@@ -51,6 +54,8 @@ class GradientBuckets {
   int64_t bucket_elems_ = 0;
   std::vector<GroupState> state_;
   std::vector<int> position_;  // param id -> index in its group's params_by_offset (-1: none)
+  std::vector<int> reports_;   // param id -> reports this step
+  int reports_needed_ = 1;     // the report that makes a gradient final
   struct Pending {
     std::unique_ptr<comm::PendingCollective> reduction;
     OwnedTensor wire_copy;  // the bf16 copy on the wire, if any

@@ -7,7 +7,7 @@
 namespace sdp {
 
 OwnerGroups::OwnerGroups(comm::Communicator& world, const SubnetLayout& layout)
-    : world_(world), layout_(layout) {
+    : world_(world), layout_(layout), mesh_(world, layout.mesh) {
   SDP_CHECK(world.size() == layout.world && world.rank() == layout.rank, "layout for rank ",
             layout.rank, " of ", layout.world, " used on rank ", world.rank(), " of ",
             world.size());
@@ -52,28 +52,32 @@ comm::Communicator& OwnerGroups::shard_comm(int g, const ParameterSet& params) {
   const GroupShard& s = params.group_shard(g);
   comm::Communicator* owners = comms_[static_cast<size_t>(g)];
   if (owners && owners->size() == s.parts) return *owners;
-  SDP_CHECK(world_.size() == s.parts, "group ", params.group_decl(g).name, " is cut into ",
-            s.parts, " shards, but has ", owners ? owners->size() : 0, " owners and the world ",
-            world_.size(), " ranks");
-  return world_;
+  comm::Communicator* stage = mesh_.along(MeshAxis::data);
+  SDP_CHECK(stage && stage->size() == s.parts, "group ", params.group_decl(g).name,
+            " is cut into ", s.parts, " shards, but has ", owners ? owners->size() : 0,
+            " owners and its stage ", layout_.replicas, " replicas");
+  return *stage;
 }
 
 void OwnerGroups::broadcast_updated_values(ParameterSet& params) {
   for (int g = 0; g < params.group_count(); ++g) {
     const StorageGroup& sg = layout_.groups[static_cast<size_t>(g)];
-    if (layout_.all_ranks(sg)) continue;  // every rank applied the same update
+    if (!sg.held) continue;  // another stage's
+    // Every replica of the stage applied the same update.
+    if (static_cast<int>(sg.owners.size()) == layout_.replicas) continue;
     // Every rank updated its own shard: there are no whole values to send.
     if (params.group_shard(g).shards_params()) continue;
     Tensor values = params.group_params(g);
-    world_.broadcast(values, sg.root);
+    mesh_.along(MeshAxis::data)->broadcast(values, layout_.mesh.replica_of(sg.root));
   }
 }
 
 void OwnerGroups::merge_buffers(ParameterSet& params) {
-  const bool everyone_holds = layout_.spec.masking == Masking::backward;
+  // Under backward masking every replica of a stage holds its groups.
+  const bool stage_holds = layout_.spec.masking == Masking::backward;
   for (int g = 0; g < params.group_count(); ++g) {
     if (params.group_decl(g).buffer_numel == 0) continue;
-    comm::Communicator* c = everyone_holds ? &world_ : comms_[static_cast<size_t>(g)];
+    comm::Communicator* c = stage_holds ? mesh_.along(MeshAxis::data) : comms_[static_cast<size_t>(g)];
     if (!c || !params.group_decl(g).materialized) continue;  // not a holder
     if (c->size() == 1) continue;
     Tensor buffers = params.group_buffers(g);
@@ -125,12 +129,13 @@ void OwnerGroups::gather_to_rank0(const ParameterSet& local, ParameterSet* full,
       // values and buffers wherever the group is held, moments only where
       // it is owned.
       const bool owner0 = sg.owners.front() == 0;
-      // A group cut over the world is assembled on every rank, rank 0 too.
-      const bool world_cut = local.group_shard(g).sharded() &&
-                             local.group_shard(g).parts == world_.size() && part != buffers;
-      const bool have0 = world_cut || (part == values || part == buffers
-                                           ? owner0 || layout_.spec.masking == Masking::backward
-                                           : owner0);
+      // A group cut over its whole stage is assembled on every rank of it:
+      // on rank 0 too when that is rank 0's stage.
+      const bool cut_with_rank0 = local.group_shard(g).sharded() && part != buffers &&
+                                  layout_.cut_over_stage() &&
+                                  layout_.stage_of(sg) == layout_.mesh.stage_of(0);
+      const bool have0 =
+          cut_with_rank0 || (part == values || part == buffers ? layout_.held_by(sg, 0) : owner0);
       // Every owner of a sharded group takes part in assembling it.
       const bool assembles = local.group_shard(g).sharded() && part != buffers;
       const bool sends = !me0 && !have0 && world_.rank() == sg.root;

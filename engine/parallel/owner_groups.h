@@ -1,7 +1,8 @@
 #pragma once
 // The communication of SDP for one rank: a communicator per storage group
-// (its owner set, split from the world once at start-up), gradient averaging
-// among owners, the broadcast of updated values after backward masking, the
+// (its owner set, split from the world once at start-up) and one along each
+// axis of the rank mesh, gradient averaging among owners, the broadcast of
+// updated values after backward masking (over the stage's replicas), the
 // global gradient norm, and moving groups to rank 0 (evaluation of the full
 // model, checkpoints).
 #include <memory>
@@ -9,6 +10,7 @@
 #include <vector>
 
 #include "comm/communicator.h"
+#include "engine/parallel/rank_mesh.h"
 #include "engine/parallel/strategy.h"
 #include "models/common/parameter_set.h"
 
@@ -30,9 +32,10 @@ class OwnerGroups {
   // half the bytes, bf16's precision. Default: the gradients' own dtype.
   void average_gradients(ParameterSet& params, std::optional<DType> wire = std::nullopt,
                          Allocator* staging = nullptr);
-  // Backward masking: every group not owned by all ranks goes from its root
-  // to every rank (one broadcast per group over the world), so all ranks
-  // keep the full, identical model.
+  // Backward masking: every group of this rank's stage not owned by all its
+  // replicas goes from its root to every replica (one broadcast per group
+  // over the stage's replicas: the world without a pipeline), so all ranks
+  // of a stage keep its full, identical parameters.
   void broadcast_updated_values(ParameterSet& params);
   // Sum of squares of this rank's share of the gradients: each group is
   // counted by its root only, so an all-reduce over the world gives the
@@ -59,15 +62,19 @@ class OwnerGroups {
 
   comm::Communicator& world() { return world_; }
   const SubnetLayout& layout() const { return layout_; }
-  // The communicator a sharded group is cut over: its owners, or the world
-  // (backward masking with full sharding: every rank holds a shard).
+  // The communicator a sharded group is cut over: its owners, or its
+  // stage's replicas (backward masking with full sharding: every rank of
+  // the stage holds a shard; the world without a pipeline).
   comm::Communicator& shard_comm(int g, const ParameterSet& params);
   // The communicator of group g on this rank (nullptr when not an owner).
   comm::Communicator* group_comm(int g) { return comms_[static_cast<size_t>(g)]; }
+  // This rank's communicator along a mesh axis (nullptr for an axis of size 1).
+  comm::Communicator* along(MeshAxis axis) const { return mesh_.along(axis); }
 
  private:
   comm::Communicator& world_;
   const SubnetLayout& layout_;
+  MeshCommunicators mesh_;
   std::vector<std::unique_ptr<comm::Communicator>> owned_;  // split communicators
   std::vector<comm::Communicator*> comms_;                  // per group
 };

@@ -12,16 +12,6 @@ namespace {
 constexpr const char* kValidShards =
     "none, optimizer, grad, full; empty = the strategy's level: full for fsdp, none otherwise";
 
-// The strategies a pipeline's replicas can run: forward masking, no
-// implied sharding.
-std::string pipeline_strategy_names() {
-  std::string out;
-  for (const StrategyRow& row : strategy_table())
-    if (row.masking == Masking::forward && !row.implied_shard)
-      out += (out.empty() ? "" : ", ") + std::string(row.name);
-  return out;
-}
-
 [[noreturn]] void invalid_shard(const std::string& shard) {
   throw ConfigFieldError(
       "shard", format("config: shard = '", shard, "' is invalid (valid: ", kValidShards, ")"));
@@ -108,25 +98,6 @@ void ParallelSettings::validate() const {
   count("pipeline_stages", pipeline_stages, 1, L::kPipelineStages);
   if (schedule.empty())
     invalid("schedule", "'' is invalid (valid: a schedule name, or file:PATH)");
-  if (pipelined()) {
-    // The replicas of a stage run the ownership plan among themselves; what
-    // needs every rank to hold every stage's parameters cannot.
-    if (row.masking == Masking::backward)
-      invalid("strategy", row.name, " with pipeline_stages = ", pipeline_stages,
-              " is not supported: backward masking keeps every group on every rank, a "
-              "pipeline keeps each stage's on that stage's ranks (valid with a pipeline: ",
-              pipeline_strategy_names(), ")");
-    if (level != ShardLevel::none && row.implied_shard)
-      invalid("strategy", row.name, " (ddp with shard = '", shard_level_name(level),
-              "') with pipeline_stages = ", pipeline_stages,
-              " is not supported: sharded groups move per micro-batch, which a pipeline's "
-              "interleaved micro-batches do not fit yet (valid with a pipeline: ",
-              pipeline_strategy_names(), ", unsharded)");
-    if (level != ShardLevel::none)
-      invalid("shard", "'", shard_level_name(level), "' with pipeline_stages = ", pipeline_stages,
-              " is not supported: sharded groups move per micro-batch, which a pipeline's "
-              "interleaved micro-batches do not fit yet (valid with a pipeline: none)");
-  }
 }
 
 }  // namespace sdp

@@ -64,6 +64,13 @@ Sharding::Sharding(ParameterSet& params, OwnerGroups& groups,
   for (int g = 0; g < G; ++g)
     SDP_CHECK(!params.group_shard(g).shards_params() || state_[static_cast<size_t>(g)].first_site >= 0,
               "group ", params.group_decl(g).name, " is sharded but no site reads it");
+  if (sites > 0)
+    for (int g : site_grad_groups_[0]) {
+      bool elsewhere = false;
+      for (int site = 1; site < sites; ++site)
+        for (int other : site_grad_groups_[static_cast<size_t>(site)]) elsewhere |= other == g;
+      if (!elsewhere) input_stage_grad_groups_.push_back(g);
+    }
 }
 
 void Sharding::gather(int g, bool wait) {
@@ -128,7 +135,7 @@ void Sharding::params_needed(int site, ParamPass pass) {
 
 void Sharding::params_done(int site, ParamPass pass) {
   if (!active_) return;
-  if (pass == ParamPass::backward)
+  if (pass == ParamPass::backward && part_ == BackwardPart::whole)
     for (int g : site_grad_groups_[static_cast<size_t>(site)])
       if (state_[static_cast<size_t>(g)].reduce_after_site) finished_site_groups_.push_back(g);
   const int output_stage = static_cast<int>(site_groups_.size()) - 1;
@@ -146,9 +153,33 @@ void Sharding::params_done(int site, ParamPass pass) {
   }
 }
 
-void Sharding::begin_backward() {
+void Sharding::begin_backward(BackwardPart part) {
+  part_ = part;
+  if (part != BackwardPart::weight)
+    for (int g : input_stage_grad_groups_)
+      if (!params_.has_full_grads(g)) params_.allocate_full_grads(g);
+  if (part == BackwardPart::weight) {
+    // No parameter hook runs in W: the blocks' buffers are allocated now.
+    for (size_t site = 1; site + 1 < site_grad_groups_.size(); ++site)
+      for (int g : site_grad_groups_[site])
+        if (!params_.has_full_grads(g)) params_.allocate_full_grads(g);
+  }
+  if (part != BackwardPart::whole) return;
   for (GroupState& st : state_) st.unreported = st.trained_params;
   reported_.assign(static_cast<size_t>(params_.count()), 0);
+}
+
+void Sharding::end_backward() {
+  if (part_ == BackwardPart::weight) {
+    // In the order a whole backward reduces, the output stage's first, so
+    // every rank of a communicator calls the same collectives in turn.
+    for (auto site = site_grad_groups_.rbegin(); site != site_grad_groups_.rend(); ++site)
+      for (int g : *site)
+        if (params_.has_full_grads(g)) reduce_scatter_into_shard(g);
+  }
+  reduce_finished_sites();
+  release_all();
+  part_ = BackwardPart::whole;
 }
 
 void Sharding::grads_ready(std::span<const int> param_ids) {
@@ -157,6 +188,7 @@ void Sharding::grads_ready(std::span<const int> param_ids) {
     if (!params_.group_shard(g).shards_grads()) continue;
     GroupState& st = state_[static_cast<size_t>(g)];
     if (st.reduce_after_site) continue;  // reduced when its site's backward is over
+    if (part_ != BackwardPart::whole) continue;  // reduced when a W ends
     char& seen = reported_[static_cast<size_t>(id)];
     SDP_CHECK(!seen, "gradient of ", params_.decl(id).name, " reported final twice in one backward");
     seen = 1;

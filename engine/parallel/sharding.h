@@ -58,15 +58,30 @@ class Sharding {
   void params_needed(int site, ParamPass pass);
   void params_done(int site, ParamPass pass);
 
-  // Before each backward: every gradient-sharded group expects its
-  // gradients again. `ready` (GradsReady) reports final parameters.
-  void begin_backward();
-  // After each backward: frees what is still gathered (a site whose
-  // backward reads no parameter makes no done() call).
-  void end_backward() {
-    reduce_finished_sites();
-    release_all();
-  }
+  // Before each backward action of a micro-batch (a step's schedule,
+  // engine/pipeline):
+  //   whole   B: input and weight gradients. Every gradient-sharded group
+  //           expects all its gradients; each is reduce-scattered as soon
+  //           as `ready` (grads_ready) has reported all its parameters.
+  //   input   I of two-stage backward: input gradients and whatever weight
+  //           gradients come with them (the input and output stages',
+  //           BatchNorm's), written into whole buffers allocated as for B
+  //           and kept: nothing is reduced.
+  //   weight  W: the blocks' weight gradients (no parameter hook runs, so
+  //           their whole buffers are allocated here); when it ends every
+  //           whole buffer there is is reduce-scattered into its shard and
+  //           freed.
+  // Reductions are linear, so a buffer that holds one micro-batch's I
+  // contributions beside another's W contributions when reduced still adds
+  // each contribution to the shard exactly once. Under two-stage backward a
+  // group's whole gradients thus live from the first I that writes them to
+  // the end of the next W (the meta device counts exactly that).
+  enum class BackwardPart { whole, input, weight };
+  void begin_backward(BackwardPart part = BackwardPart::whole);
+  // After each backward action: reduces what it finished (W: everything
+  // whole) and frees the gathered parameters (a site whose backward reads
+  // no parameter makes no done() call).
+  void end_backward();
   void grads_ready(std::span<const int> param_ids);
   // After the step's last backward: the optimizer-level groups'
   // reduce-scatter; checks that every other group was reduced.
@@ -110,6 +125,12 @@ class Sharding {
   std::vector<char> reported_;  // by parameter id: final in this backward
   std::vector<int> finished_site_groups_;  // to reduce at the next backward hook
   bool reshard_after_forward_;
+  BackwardPart part_ = BackwardPart::whole;  // of the backward action under way
+  // Gradient-sharded groups read at the input stage (site 0) alone. The
+  // hook protocol promises no backward calls there (LLaMA's embedding
+  // gradient reads no parameter), so their whole buffers are allocated
+  // when a backward that writes them begins (B, I).
+  std::vector<int> input_stage_grad_groups_;
   bool training_ = true;
   bool active_ = false;
 };

@@ -75,13 +75,10 @@ SubnetLayout SubnetLayout::build(const std::string& model, const StrategySpec& s
   L.rank = rank;
   L.stages = stages.empty() ? std::vector<StageSpan>{StageSpan{}} : stages;
   const int P = L.stage_count();
-  if (world % P != 0)
-    throw CollectiveError(format("a pipeline of ", P, " stages needs a world of P x D ranks (D ",
-                                 "data-parallel replicas of each stage); ", world,
-                                 " ranks is not a multiple of ", P));
-  L.replicas = world / P;
-  L.stage = rank / L.replicas;
-  L.replica = rank % L.replicas;
+  L.mesh = RankMesh(world, P);
+  L.replicas = L.mesh.replicas();
+  L.stage = L.mesh.stage_of(rank);
+  L.replica = L.mesh.replica_of(rank);
   ModelLayout& ml = L.model_layout;
   ml.granularity = spec.granularity;
   ml.ffn_groups = spec.ffn_groups;
@@ -105,7 +102,7 @@ SubnetLayout SubnetLayout::build(const std::string& model, const StrategySpec& s
   // The world ranks of stage s's replicas listed by replica index.
   auto world_ranks = [&](int s, const std::vector<int>& replicas) {
     std::vector<int> out;
-    for (int d : replicas) out.push_back(s * L.replicas + d);
+    for (int d : replicas) out.push_back(L.mesh.rank_at(s, d));
     return out;
   };
   std::vector<int> all_replicas(static_cast<size_t>(L.replicas));
@@ -186,7 +183,9 @@ SubnetLayout SubnetLayout::build(const std::string& model, const StrategySpec& s
       g.owners = owners;
       const bool mine = std::binary_search(owners.begin(), owners.end(), rank);
       g.trained = mine;
-      g.held = mine || spec.masking == Masking::backward;
+      // Backward masking runs the whole network of the rank's stage.
+      g.held = mine || (spec.masking == Masking::backward &&
+                        L.mesh.stage_of(owners.front()) == L.stage);
       L.groups.push_back(std::move(g));
     }
     return it->second;
@@ -227,6 +226,11 @@ SubnetLayout SubnetLayout::build(const std::string& model, const StrategySpec& s
   return L;
 }
 
+bool SubnetLayout::held_by(const StorageGroup& g, int r) const {
+  if (std::binary_search(g.owners.begin(), g.owners.end(), r)) return true;
+  return spec.masking == Masking::backward && mesh.stage_of(r) == stage_of(g);
+}
+
 std::vector<bool> SubnetLayout::held_mask() const {
   std::vector<bool> m;
   for (const StorageGroup& g : groups) m.push_back(g.held);
@@ -236,13 +240,13 @@ std::vector<bool> SubnetLayout::held_mask() const {
 std::vector<GroupShard> SubnetLayout::shard_plan() const {
   std::vector<GroupShard> out(groups.size());
   if (spec.shard == ShardLevel::none) return out;
-  // Backward masking keeps every group on every rank: fully sharded, each
-  // is cut over the world (sharding.h), like the shared group.
-  const bool over_world = spec.masking == Masking::backward && spec.shard == ShardLevel::full;
+  // Backward masking keeps every group of a stage on every rank of it:
+  // fully sharded, each is cut over the stage's replicas (the world without
+  // a pipeline; sharding.h), like the shared group.
   for (size_t g = 0; g < groups.size(); ++g) {
     const StorageGroup& sg = groups[g];
-    if (over_world) {
-      out[g] = {spec.shard, world, rank};
+    if (cut_over_stage()) {
+      if (sg.held) out[g] = {spec.shard, replicas, replica};
       continue;
     }
     if (!sg.trained) continue;

@@ -13,6 +13,7 @@
 #include <nlohmann/json.hpp>
 
 #include "engine/parallel/parallel_settings.h"
+#include "engine/parallel/rank_mesh.h"
 #include "engine/parallel/strategy_table.h"
 #include "engine/plan/subnet_plan.h"
 #include "models/common/component.h"
@@ -61,18 +62,21 @@ struct StorageGroup {
 };
 
 // A pipelined layout (SubnetLayout::build with stage spans): the world is
-// P stages x D replicas, stage s on world ranks s D .. s D + D - 1. The
-// plan is over the D replicas; every component lives on the ranks of the
-// stage that runs its site, its owners there being the plan's owners among
-// the replicas (shared components: all D), so no rank holds another stage's
-// parameters and gradients are averaged among one stage's replicas.
+// the mesh of P stages x D replicas (rank_mesh.h). The plan is over the D
+// replicas; every component lives on the ranks of the stage that runs its
+// site, its owners there being the plan's owners among the replicas (shared
+// components: all D), so no rank holds another stage's parameters and
+// gradients are averaged among one stage's replicas. Backward masking holds
+// every group of the rank's own stage; sharding cuts over the stage's
+// replicas what it would cut over the world without a pipeline.
 struct SubnetLayout {
   StrategySpec spec;
   int world = 1, rank = 0;
+  RankMesh mesh;                  // P stages x D replicas
   std::vector<StageSpan> stages;  // [P]; one whole span without a pipeline
-  int stage = 0;                  // this rank's stage: rank / replicas
-  int replicas = 1;               // D = world / P
-  int replica = 0;                // rank % D
+  int stage = 0;                  // this rank's stage (mesh coordinate)
+  int replicas = 1;               // D
+  int replica = 0;                // this rank's replica (mesh coordinate)
   int stage_count() const { return static_cast<int>(stages.size()); }
   bool pipelined() const { return stage_count() > 1; }
   SubnetPlan plan;                     // over the maskable components
@@ -92,6 +96,17 @@ struct SubnetLayout {
   // shard level, for the groups this rank trains (others whole).
   std::vector<GroupShard> shard_plan() const;
   bool all_ranks(const StorageGroup& g) const { return static_cast<int>(g.owners.size()) == world; }
+  // The stage whose ranks own (and, under backward masking, hold) a group.
+  int stage_of(const StorageGroup& g) const { return mesh.stage_of(g.owners.front()); }
+  // Whether world rank `r` holds a group's parameters: its owners, and
+  // under backward masking every rank of its stage.
+  bool held_by(const StorageGroup& g, int r) const;
+  // Whether a group is cut into shards over its whole stage rather than
+  // over its owners (backward masking with full sharding: every rank of the
+  // stage holds a shard, owner or not).
+  bool cut_over_stage() const {
+    return spec.masking == Masking::backward && spec.shard == ShardLevel::full;
+  }
   // Plan table, strategy and groups, for the run summary and start-up print.
   nlohmann::json to_json() const;
 };

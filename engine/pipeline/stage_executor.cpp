@@ -5,6 +5,7 @@
 #include <memory>
 
 #include "engine/core/error.h"
+#include "engine/core/memory_stats.h"
 #include "kernels/ops.h"
 
 namespace sdp::pipeline {
@@ -18,15 +19,41 @@ StageExecutor::StageExecutor(Model& model, Schedule schedule, int stage, comm::C
             " ranks on which this stage is rank ", stage_);
 }
 
+Schedule StageExecutor::one_stage(int microbatches) {
+  Schedule s;
+  s.microbatches = microbatches;
+  s.stages.resize(1);
+  for (int mb = 0; mb < microbatches; ++mb) {
+    s.stages[0].push_back({ActionKind::forward, mb});
+    s.stages[0].push_back({ActionKind::backward, mb});
+  }
+  return s;
+}
+
 StageStepResult StageExecutor::run(const std::vector<MicroBatchData>& batches, double loss_scale,
                                    const GradsReady& ready) {
-  using clock = std::chrono::steady_clock;
-  const auto t0 = clock::now();
-  auto now = [&] { return std::chrono::duration<double>(clock::now() - t0).count(); };
   const int M = schedule_.microbatches;
   SDP_CHECK(static_cast<int>(batches.size()) == M, "pipeline step: ", batches.size(),
             " micro-batches given for a schedule of ", M);
+  StepHooks hooks;
+  hooks.ready = ready;
+  return run([&](int mb) -> const MicroBatchData& { return batches[static_cast<size_t>(mb)]; },
+             loss_scale, hooks);
+}
+
+StageStepResult StageExecutor::run(const MicroBatchFeed& feed, double loss_scale,
+                                   const StepHooks& hooks) {
+  using clock = std::chrono::steady_clock;
+  const auto t0 = clock::now();
+  auto now = [&] { return std::chrono::duration<double>(clock::now() - t0).count(); };
   const int P = schedule_.num_stages();
+  const std::vector<Action>& actions = schedule_.stages[static_cast<size_t>(stage_)];
+  // The stage's last action that writes weight gradients (B or W).
+  size_t last_weight_grads = actions.size();
+  for (size_t i = 0; i < actions.size(); ++i)
+    if (actions[i].kind == ActionKind::backward || actions[i].kind == ActionKind::weight_grad)
+      last_weight_grads = i;
+  MemoryStats& mem = model_.allocator().stats();
   const Device device = model_.allocator().device();
   Allocator& alloc = model_.allocator();
   const int first_block = model_.stage().first_block;
@@ -55,13 +82,25 @@ StageStepResult StageExecutor::run(const std::vector<MicroBatchData>& batches, d
     return t;
   };
 
-  for (const Action& a : schedule_.stages[static_cast<size_t>(stage_)]) {
+  for (size_t index = 0; index < actions.size(); ++index) {
+    const Action& a = actions[index];
     const int mb = a.microbatch;
-    const MicroBatchData& data = batches[static_cast<size_t>(mb)];
+    // A forward's batch is fetched first, outside its memory phase (a
+    // loader's buffers are not the forward's).
+    const MicroBatchData* batch = a.kind == ActionKind::forward ? &feed(mb) : nullptr;
+    const bool forward_side = a.kind == ActionKind::forward ||
+                              a.kind == ActionKind::recv_activation ||
+                              a.kind == ActionKind::send_activation;
+    PhaseScope phase(mem, forward_side ? Phase::forward : Phase::backward);
+    const bool last = index == last_weight_grads;
+    const bool compute = runs_compute(a.kind);
     const double start = now();
+    if (compute && hooks.before) hooks.before(a, last);
+    // Communication actions read at most the shapes of the micro-batch.
+    auto data = [&]() -> const MicroBatchData& { return feed(mb); };
     switch (a.kind) {
       case ActionKind::recv_activation: {
-        OwnedTensor x(alloc, model_.stage_input_shape(data.inputs, first_block), model_.dtype(),
+        OwnedTensor x(alloc, model_.stage_input_shape(data().inputs, first_block), model_.dtype(),
                       MemCategory::activation);
         receive(*x, stage_ - 1);
         received[mb] = std::move(x);
@@ -69,7 +108,7 @@ StageStepResult StageExecutor::run(const std::vector<MicroBatchData>& batches, d
       }
       case ActionKind::forward: {
         OwnedTensor x = stage_ > 0 ? take(received, mb, "the received activation") : OwnedTensor();
-        r.loss_sum += model_.forward_stage(data.inputs, data.targets, std::move(x), mb);
+        r.loss_sum += model_.forward_stage(batch->inputs, batch->targets, std::move(x), mb);
         if (stage_ == P - 1) r.valid_targets += model_.valid_targets();
         break;
       }
@@ -99,7 +138,7 @@ StageStepResult StageExecutor::run(const std::vector<MicroBatchData>& batches, d
           }
         }
         OwnedTensor dx = model_.backward_stage(std::move(dy), loss_scale,
-                                               a.kind == ActionKind::input_grad, ready, mb);
+                                               a.kind == ActionKind::input_grad, hooks.ready, mb);
         if (stage_ > 0) input_grads[mb] = std::move(dx);
         break;
       }
@@ -112,14 +151,15 @@ StageStepResult StageExecutor::run(const std::vector<MicroBatchData>& batches, d
         break;
       }
       case ActionKind::weight_grad:
-        model_.backward_weight(ready, mb);
+        model_.backward_weight(hooks.ready, mb);
         break;
     }
+    if (compute && hooks.after) hooks.after(a, last);
     // Device work is queued asynchronously: an action ends when it has run.
     ops::synchronize(device);
     const double end = now();
     r.timings.push_back({start, end});
-    if (runs_compute(a.kind)) r.busy_seconds += end - start;
+    if (compute) r.busy_seconds += end - start;
   }
   for (auto& [mb, send] : activation_sends) send->wait();
   for (auto& send : gradient_sends) send->wait();

@@ -26,8 +26,18 @@
 //
 // Every action is timed (seconds from the start of run(), the device
 // synchronized at its end), so a step's measured timeline sits beside the
-// simulated one (schedule_simulator.h).
+// simulated one (schedule_simulator.h), and counted in the allocator's
+// memory phase of what it computes: forward for F and its receive and
+// send, backward for the rest.
+//
+// Every training step runs through here, pipelined or not: a job without
+// a pipeline is one stage whose schedule runs its micro-batches one after
+// another (F0 B0 F1 B1 ...). What the parallel strategy does around the
+// compute actions (sharding's gathers and reduce-scatters, bucketed
+// all-reduces) comes in through StepHooks, so that every composition runs
+// the same way with and without a pipeline.
 #include <cstdint>
+#include <functional>
 #include <vector>
 
 #include "comm/communicator.h"
@@ -54,6 +64,21 @@ struct StageStepResult {
   int64_t gradient_bytes_sent = 0;    // SEND_B payloads
 };
 
+// The strategy's part of a step, called around each compute action (F, B,
+// I, W) of this stage. `last_weight_grads`: the action is the stage's last
+// that writes weight gradients (its last B or W), after which they are
+// final for the step. `ready` is handed to every B, I and W (the model
+// calls it for parameters whose gradients the action made final).
+struct StepHooks {
+  std::function<void(const Action& action, bool last_weight_grads)> before, after;
+  GradsReady ready;
+};
+
+// A step's micro-batch `mb`, asked for by the first action that reads it
+// and again by later ones; micro-batches are first asked for in the order
+// of the stage's forwards.
+using MicroBatchFeed = std::function<const MicroBatchData&(int mb)>;
+
 class StageExecutor {
  public:
   // `schedule`: validated, in explicit form (with_communication). `pipe`:
@@ -67,6 +92,12 @@ class StageExecutor {
   // loss_scale as Model::backward; `ready` hears of final weight gradients.
   StageStepResult run(const std::vector<MicroBatchData>& batches, double loss_scale,
                       const GradsReady& ready = {});
+  // The same with the micro-batches from `feed` and the strategy's hooks.
+  StageStepResult run(const MicroBatchFeed& feed, double loss_scale, const StepHooks& hooks);
+
+  // A schedule for a job without a pipeline: one stage, its M micro-batches
+  // one after another, each backward right after its forward.
+  static Schedule one_stage(int microbatches);
 
  private:
   Model& model_;

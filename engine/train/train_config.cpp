@@ -200,9 +200,6 @@ void TrainConfig::validate() const {
             " pipeline stages is invalid: with M < P some stage idles most of every step "
             "(valid: grad_accum, the pipeline's --micro-batches, >= pipeline_stages = ",
             parallel.pipeline_stages, ")");
-  if (!pipeline_timeline.empty() && !parallel.pipelined())
-    invalid("pipeline_timeline", "'", pipeline_timeline, "' needs a pipeline (pipeline_stages > 1; "
-            "now ", parallel.pipeline_stages, ")");
   count("emulate_world", emulate_world, 0, L::kWorld, ": 0 = off");
   if (emulate_world > 0 && emulate_world % parallel.pipeline_stages != 0)
     invalid("emulate_world", emulate_world, " is not a multiple of pipeline_stages = ",

@@ -113,14 +113,10 @@ Trainer::Trainer(const TrainConfig& config, std::unique_ptr<comm::Communicator> 
   // would. Without a pipeline every rank is a replica; with one, every
   // stage of a replica reads the same micro-batches (the first stage its
   // inputs, the last its targets).
-  const int64_t stages = config_.parallel.pipeline_stages;
-  if (w.size() % stages != 0)
-    throw CollectiveError(format("pipeline_stages = ", stages, " needs a world of P x D ranks (D ",
-                                 "data-parallel replicas of each stage); ", w.size(),
-                                 " ranks is not a multiple of ", stages));
-  const int replicas = w.size() / static_cast<int>(stages);
+  const RankMesh mesh(w.size(), static_cast<int>(config_.parallel.pipeline_stages));
   train_data_ = make_batch_loader(config_, data::Split::train,
-                                  data::StreamPart{w.rank() % replicas, replicas}, *alloc_, dtype);
+                                  data::StreamPart{mesh.replica_of(w.rank()), mesh.replicas()},
+                                  *alloc_, dtype);
   facts_ = train_data_->facts();
   layout_ = SubnetLayout::build(config_.model,
                                 StrategySpec::from_settings(config_.parallel, config_.model),
@@ -160,10 +156,7 @@ Trainer::Trainer(const TrainConfig& config, std::unique_ptr<comm::Communicator> 
   // Sharded groups reduce-scatter each site's gradients as soon as they are
   // final (Sharding), which is bucketing by block; the few groups left
   // whole (one owner) need no reduction then.
-  // A pipeline's weight gradients become final micro-batch by micro-batch
-  // in the schedule's order (deferred ones last): its groups are averaged
-  // once, after the step's actions.
-  if (bucket_mb > 0 && !sharding_->active() && !layout_.pipelined())
+  if (bucket_mb > 0 && !sharding_->active())
     buckets_ = std::make_unique<GradientBuckets>(model_->params(), *groups_,
                                                  static_cast<size_t>(bucket_mb * (1 << 20)),
                                                  reduce_dtype_, alloc_.get());
@@ -172,7 +165,7 @@ Trainer::Trainer(const TrainConfig& config, std::unique_ptr<comm::Communicator> 
       AdamWSettings{config_.beta1, config_.beta2, config_.eps, config_.weight_decay});
   schedule_ = LrSchedule{config_.lr, config_.min_lr, config_.warmup, config_.steps};
   control_ = OwnedTensor(host_allocator(), {2}, DType::f64, MemCategory::comm);
-  if (layout_.pipelined()) build_pipeline();
+  build_step_schedule();
 }
 
 std::vector<StageSpan> Trainer::pipeline_spans() const {
@@ -202,10 +195,17 @@ std::vector<StageSpan> Trainer::pipeline_spans() const {
   }
 }
 
-void Trainer::build_pipeline() {
+void Trainer::build_step_schedule() {
   const ParallelSettings& p = config_.parallel;
   const int P = layout_.stage_count();
   const int M = static_cast<int>(config_.grad_accum);
+  if (!layout_.pipelined()) {
+    // One stage: the micro-batches one after another. The pipeline
+    // schedule setting names how a pipeline's stages interleave them.
+    executor_ = std::make_unique<pipeline::StageExecutor>(
+        *model_, pipeline::StageExecutor::one_stage(M), 0, nullptr);
+    return;
+  }
   pipeline::Schedule schedule;
   try {
     const std::string file_prefix = "file:";
@@ -228,16 +228,10 @@ void Trainer::build_pipeline() {
     throw CollectiveError(format("config: schedule = '", p.schedule, "': ", e.what(),
                                  named ? "; or file:PATH, a schedule JSON" : ""));
   }
-  // Each replica's P ranks, in stage order: one group per replica, built by
-  // every rank in turn (subgroup, which the emulated world can build too).
-  for (int d = 0; d < layout_.replicas; ++d) {
-    std::vector<int> members;
-    for (int s = 0; s < P; ++s) members.push_back(s * layout_.replicas + d);
-    std::unique_ptr<comm::Communicator> group = world_->subgroup(members);
-    if (group) pipe_ = std::move(group);
-  }
+  // The replica's P ranks, in stage order: its line of the mesh's
+  // pipeline axis.
   executor_ = std::make_unique<pipeline::StageExecutor>(*model_, std::move(schedule), layout_.stage,
-                                                        pipe_.get());
+                                                        groups_->along(MeshAxis::pipeline));
   micro_inputs_.resize(static_cast<size_t>(M));
   micro_targets_.resize(static_cast<size_t>(M));
 }
@@ -247,85 +241,86 @@ Trainer::~Trainer() = default;
 Trainer::SampleStream Trainer::sample_stream() const {
   // As the loader reads them: replica d of D gets samples d, d + D, ... of
   // each micro-batch's B D (every stage of a pipeline replica alike).
-  const int64_t replicas = world_->size() / config_.parallel.pipeline_stages;
-  return {world_->rank() % replicas, replicas, config_.batch * replicas};
+  return {layout_.replica, layout_.replicas, config_.batch * layout_.replicas};
 }
 
-double Trainer::run_micro_batches(double loss_scale) {
-  MemoryStats& mem = alloc_->stats();
-  double loss_sum = 0;
-  const SampleStream samples = sample_stream();
-  for (int64_t micro = 0; micro < config_.grad_accum; ++micro) {
-    train_data_->next();
-    // Micro-batch `micro` covers samples micro * B D .. of the step's
-    // stream; this replica's are every D-th from its index.
-    model_->set_sample_key({config_.seed, step_ + 1, micro * samples.per_micro + samples.replica,
-                            samples.replicas, 0});
-    {
-      PhaseScope phase(mem, Phase::forward);
-      loss_sum += model_->forward(train_data_->inputs(), train_data_->targets());
-    }
-    PhaseScope phase(mem, Phase::backward);
-    const bool last = micro + 1 == config_.grad_accum;
-    if (sharding_->active()) {
-      // Every micro-batch's gradients leave for their shards as they become
-      // final: sharded gradients never exist whole for a whole step.
-      sharding_->begin_backward();
-      model_->backward(loss_scale, false,
-                       [this](std::span<const int> ids) { sharding_->grads_ready(ids); });
-      sharding_->end_backward();
-    } else if (last && buckets_) {
-      // Buckets of final gradients start reducing while backward goes on.
-      buckets_->start();
-      model_->backward(loss_scale, false,
-                       [this](std::span<const int> ids) { buckets_->ready(ids); });
-    } else {
-      model_->backward(loss_scale);
-    }
-  }
-
-  return loss_sum;
-}
-
-double Trainer::run_pipeline(double loss_scale, nlohmann::json& report) {
-  MemoryStats& mem = alloc_->stats();
-  // Every micro-batch of the step is in flight at some point of a
-  // schedule, so each keeps its own copy of the loader's batch (input
-  // batches are workspace, as the loader's are).
-  std::vector<pipeline::MicroBatchData> batches;
-  for (size_t mb = 0; mb < micro_inputs_.size(); ++mb) {
-    train_data_->next();
-    auto keep = [&](const Tensor& from, OwnedTensor& to) {
-      if (!to || to->shape() != from.shape())
-        to = OwnedTensor(*alloc_, from.shape(), from.dtype(), MemCategory::workspace);
-      ops::copy(from, *to);
-    };
-    keep(train_data_->inputs(), micro_inputs_[mb]);
-    keep(train_data_->targets(), micro_targets_[mb]);
-    batches.push_back({*micro_inputs_[mb], *micro_targets_[mb]});
-  }
-  // The executor runs micro-batch mb as the model's micro-batch mb.
+double Trainer::run_schedule(double loss_scale, nlohmann::json& report) {
+  // The executor runs micro-batch mb as the model's micro-batch mb: its
+  // samples lie mb B D further in the step's stream.
   const SampleStream samples = sample_stream();
   model_->set_sample_key({config_.seed, step_ + 1, samples.replica, samples.replicas,
                           samples.per_micro});
-  // The actions interleave forward and backward; the step's memory peak
-  // is reported as the backward phase's.
-  PhaseScope phase(mem, Phase::backward);
-  const pipeline::StageStepResult result = executor_->run(batches, loss_scale);
+  // A pipeline has every micro-batch of the step in flight at some point,
+  // so each keeps its own copy of the loader's batch (input batches are
+  // workspace, as the loader's are). One stage runs them one at a time,
+  // each straight from the loader's buffers.
+  std::vector<pipeline::MicroBatchData> batches;
+  if (layout_.pipelined()) {
+    for (size_t mb = 0; mb < micro_inputs_.size(); ++mb) {
+      train_data_->next();
+      auto keep = [&](const Tensor& from, OwnedTensor& to) {
+        if (!to || to->shape() != from.shape())
+          to = OwnedTensor(*alloc_, from.shape(), from.dtype(), MemCategory::workspace);
+        ops::copy(from, *to);
+      };
+      keep(train_data_->inputs(), micro_inputs_[mb]);
+      keep(train_data_->targets(), micro_targets_[mb]);
+      batches.push_back({*micro_inputs_[mb], *micro_targets_[mb]});
+    }
+  }
+  pipeline::MicroBatchData current;
+  int loaded = -1;
+  const pipeline::MicroBatchFeed feed = [&](int mb) -> const pipeline::MicroBatchData& {
+    if (layout_.pipelined()) return batches[static_cast<size_t>(mb)];
+    if (mb != loaded) {
+      SDP_CHECK(mb == loaded + 1, "one-stage step: micro-batch ", mb, " asked for after ", loaded);
+      train_data_->next();
+      current = {train_data_->inputs(), train_data_->targets()};
+      loaded = mb;
+    }
+    return current;
+  };
+
+  // The strategy's collectives around the compute actions.
+  const int M = static_cast<int>(config_.grad_accum);
+  if (buckets_) buckets_->start(M);  // a gradient is final at its M-th report
+  pipeline::StepHooks hooks;
+  using pipeline::ActionKind;
+  if (sharding_->active()) {
+    // Every micro-batch's gradients leave for their shards as they become
+    // final: sharded gradients never exist whole for a whole step.
+    hooks.before = [this](const pipeline::Action& a, bool) {
+      if (a.kind == ActionKind::forward) return;
+      sharding_->begin_backward(a.kind == ActionKind::backward     ? Sharding::BackwardPart::whole
+                                : a.kind == ActionKind::input_grad ? Sharding::BackwardPart::input
+                                                                   : Sharding::BackwardPart::weight);
+    };
+    hooks.after = [this](const pipeline::Action& a, bool) {
+      if (a.kind != ActionKind::forward) sharding_->end_backward();
+    };
+    hooks.ready = [this](std::span<const int> ids) { sharding_->grads_ready(ids); };
+  } else if (buckets_) {
+    // Buckets of final gradients start reducing while backward goes on.
+    hooks.ready = [this](std::span<const int> ids) { buckets_->ready(ids); };
+  }
+  const pipeline::StageStepResult result = executor_->run(feed, loss_scale, hooks);
   last_timings_ = result.timings;
-  const double makespan = result.timings.empty() ? 0.0 : result.timings.back().end;
-  report = {{"stage", executor_->stage()},
-            {"stages", layout_.stage_count()},
-            {"replica", layout_.replica},
-            {"schedule", config_.parallel.schedule},
-            {"micro_batches", config_.grad_accum},
-            {"blocks", layout_.stages[static_cast<size_t>(layout_.stage)].describe(
-                           model_->block_count())},
-            {"seconds", makespan},
-            {"busy_seconds", result.busy_seconds},
-            {"bubble_fraction", makespan > 0 ? (makespan - result.busy_seconds) / makespan : 0.0},
-            {"activation_bytes_sent", result.activation_bytes_sent},
-            {"gradient_bytes_sent", result.gradient_bytes_sent}};
+  if (layout_.pipelined()) {
+    const double makespan = result.timings.empty() ? 0.0 : result.timings.back().end;
+    report = {{"stage", executor_->stage()},
+              {"stages", layout_.stage_count()},
+              {"replica", layout_.replica},
+              {"schedule", config_.parallel.schedule},
+              {"micro_batches", config_.grad_accum},
+              {"blocks", layout_.stages[static_cast<size_t>(layout_.stage)].describe(
+                             model_->block_count())},
+              {"seconds", makespan},
+              {"busy_seconds", result.busy_seconds},
+              {"bubble_fraction",
+               makespan > 0 ? (makespan - result.busy_seconds) / makespan : 0.0},
+              {"activation_bytes_sent", result.activation_bytes_sent},
+              {"gradient_bytes_sent", result.gradient_bytes_sent}};
+  }
   return result.loss_sum;
 }
 
@@ -344,8 +339,7 @@ StepResult Trainer::train_step() {
   const int64_t examples_per_micro = train_data_->examples();
   const double loss_scale = 1.0 / static_cast<double>(examples_per_micro * config_.grad_accum);
   StepResult r;
-  const double loss_sum =
-      executor_ ? run_pipeline(loss_scale, r.pipeline) : run_micro_batches(loss_scale);
+  const double loss_sum = run_schedule(loss_scale, r.pipeline);
 
   {
     PhaseScope phase(mem, Phase::communication);
@@ -414,7 +408,7 @@ StepResult Trainer::train_step() {
   const int64_t examples_per_rank = examples_per_micro * config_.grad_accum;
   r.rank_loss = loss_sum * loss_scale;
   // A pipeline's loss is its last stage's; the other stages have none.
-  if (executor_ && layout_.stage + 1 < layout_.stage_count())
+  if (layout_.stage + 1 < layout_.stage_count())
     r.rank_loss = std::numeric_limits<double>::quiet_NaN();
   r.loss = ctl[0] / static_cast<double>(examples_per_rank * layout_.replicas);
   r.examples = examples_per_rank * layout_.replicas;
@@ -438,6 +432,7 @@ StepResult Trainer::train_step() {
 }
 
 bool Trainer::full_model_everywhere() const {
+  if (layout_.pipelined()) return false;  // a rank holds its stage's parameters only
   if (layout_.spec.masking == Masking::backward) return true;
   for (const StorageGroup& g : layout_.groups)
     if (!layout_.all_ranks(g)) return false;

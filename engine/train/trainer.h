@@ -109,9 +109,9 @@ class Trainer {
   const comm::Communicator& world() const { return *world_; }
   const SubnetLayout& layout() const { return layout_; }
   const BatchLoader& train_data() const { return *train_data_; }
-  // Pipelined jobs: the executor of this rank's stage (its schedule) and
-  // the measured timings of the latest step's actions; null / empty
-  // otherwise.
+  // The executor of this rank's stage (its schedule: one stage running the
+  // micro-batches in turn without a pipeline) and the measured timings of
+  // the latest step's actions.
   const pipeline::StageExecutor* pipeline_executor() const { return executor_.get(); }
   const std::vector<pipeline::ActionTiming>& last_stage_timings() const { return last_timings_; }
   // Best mean loss any model can reach on the data, when the data knows it.
@@ -122,18 +122,21 @@ class Trainer {
           comm::Communicator* world, std::unique_ptr<Allocator> allocator);
   double mean_loss(Model& model);
   // The pipeline's stage spans for this job (balanced by counted FLOPs
-  // unless config.parallel.stage_blocks says), and its executor.
+  // unless config.parallel.stage_blocks says).
   std::vector<StageSpan> pipeline_spans() const;
-  void build_pipeline();
-  // Forward and backward of a step's micro-batches; returns the loss sum.
-  double run_micro_batches(double loss_scale);
+  // The step's schedule and its executor: the pipeline's, or one stage
+  // running the micro-batches in turn.
+  void build_step_schedule();
   // Where this rank's samples lie in a step's stream (Model::SampleKey).
   struct SampleStream {
     int64_t replica = 0, replicas = 1;
     int64_t per_micro = 0;  // samples of one micro-batch over all replicas: B D
   };
   SampleStream sample_stream() const;
-  double run_pipeline(double loss_scale, nlohmann::json& report);
+  // Forward and backward of the step's micro-batches through the executor,
+  // with the strategy's collectives as its hooks; returns the loss sum.
+  // Pipelined jobs: fills `report` (StepResult::pipeline).
+  double run_schedule(double loss_scale, nlohmann::json& report);
   // Whether every rank holds the whole model (DDP, backward masking).
   bool full_model_everywhere() const;
   // Rank 0: the whole model assembled from the owners (collective).
@@ -159,8 +162,7 @@ class Trainer {
   DType reduce_dtype_ = DType::f32;           // gradients on the wire
   std::unique_ptr<ops::ComputeStream> stream_;  // cuda: this trainer's compute stream
   std::unique_ptr<AdamW> optimizer_;
-  // Pipelines: the replica's communicator over its P stages, and the stage's executor.
-  std::unique_ptr<comm::Communicator> pipe_;
+  // Every step runs as this rank's stage of a schedule.
   std::unique_ptr<pipeline::StageExecutor> executor_;
   std::vector<pipeline::ActionTiming> last_timings_;
   std::vector<OwnedTensor> micro_inputs_, micro_targets_;  // [M] a step's micro-batches

@@ -19,8 +19,12 @@ namespace sdp::testing::mpi {
 // A sharded group's owners contribute their shards, an unsharded group its
 // root the whole; one plain-MPI sum assembles them (outside the counters).
 // with_buffers adds the buffers (BatchNorm running statistics), by name.
+// `contributes` false: this rank adds nothing (a job run by several groups
+// of ranks alike, each its own copy, is counted once by passing true on one
+// group only).
 inline std::map<std::string, std::vector<double>> whole_values(Trainer& t,
-                                                               bool with_buffers = false) {
+                                                               bool with_buffers = false,
+                                                               bool contributes = true) {
   const ParameterSet& p = t.model().params();
   const SubnetLayout& L = t.layout();
   std::map<std::string, std::vector<double>> out;
@@ -28,7 +32,9 @@ inline std::map<std::string, std::vector<double>> whole_values(Trainer& t,
     const StorageGroup& sg = L.groups[static_cast<size_t>(g)];
     const int64_t P = p.group_shard(g).sharded() ? p.padded_numel(g) : p.group_decl(g).numel;
     std::vector<double> whole(static_cast<size_t>(P), 0.0), sum(whole.size(), 0.0);
-    if (p.group_shard(g).sharded()) {
+    if (!contributes) {
+      // nothing from this rank
+    } else if (p.group_shard(g).sharded()) {
       const Tensor s = p.shard_values(g);
       for (int64_t e = 0; e < s.numel(); ++e)
         whole[static_cast<size_t>(p.shard_begin(g) + e)] = ops::item(s, e);
@@ -47,7 +53,7 @@ inline std::map<std::string, std::vector<double>> whole_values(Trainer& t,
     const int64_t B = p.group_decl(g).buffer_numel;
     if (!with_buffers || B == 0) continue;
     std::vector<double> mine(static_cast<size_t>(B), 0.0), all(mine.size(), 0.0);
-    if (sg.root == rank()) {
+    if (contributes && sg.root == rank()) {
       const Tensor v = p.group_buffers(g);
       for (int64_t e = 0; e < v.numel(); ++e) mine[static_cast<size_t>(e)] = ops::item(v, e);
     }
