@@ -29,9 +29,13 @@ std::vector<Combination> combinations(const PlannerJob& job, int blocks) {
   std::vector<Combination> out;
   for (int P = 1; P <= blocks && P <= job.world; P *= 2) {
     if (job.world % P != 0) continue;
+    // One replica per stage has nothing to shard over: every level is the
+    // unsharded job.
+    const bool one_replica = job.world / P == 1;
     for (const char* strategy : {"ddp", "b-sdp", "n-sdp", "bb-sdp", "nb-sdp"})
       for (const auto& shard : shards)
-        for (bool ac : {false, true}) out.push_back({strategy, shard, ac, P});
+        for (bool ac : {false, true})
+          if (!one_replica || !shard) out.push_back({strategy, shard, ac, P});
   }
   return out;
 }
@@ -101,7 +105,7 @@ struct Search {
   }
 
   void run(const Combination& c) {
-    const int replicas = job.world / c.stages;
+    const int replicas = RankMesh(job.world, c.stages).replicas();
     const bool sdp = find_strategy(c.strategy)->takes_fraction;
     // r = N is DDP's plan: an SDP name only covers 1 .. N - 1.
     int lo = sdp ? std::max(1, static_cast<int>(std::ceil(job.fit_min_active_fraction * replicas - 1e-9)))
