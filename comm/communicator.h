@@ -136,6 +136,11 @@ class Communicator {
   // World ranks of the members, in group-rank order.
   const std::vector<int>& world_ranks() const { return world_ranks_; }
   virtual std::string_view backend() const = 0;  // "local", "mpi", "emulated", "nccl"
+  // Whether the ranks exchange data. False for one rank of an emulated job:
+  // its collectives are counted and skipped, its receives move nothing, and
+  // no other rank runs, so what needs the others' data (the loss over all
+  // ranks, a full model assembled from owners) does not exist there.
+  virtual bool moves_data() const { return true; }
   // A peer (a rank of this group) as messages name it: by its world rank,
   // the one launchers, logs and hostfiles use, with the group rank beside it
   // in a group other than the world: "world rank 3 (group rank 1)".

@@ -20,6 +20,7 @@ class EmulatedCommunicator final : public Communicator {
   // Rank `rank` of a `world_size`-rank job.
   EmulatedCommunicator(int world_size, int rank, CommOptions options = {});
   std::string_view backend() const override { return "emulated"; }
+  bool moves_data() const override { return false; }
 
  protected:
   void do_all_reduce(Tensor&, ReduceOp) override {}

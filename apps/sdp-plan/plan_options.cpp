@@ -7,6 +7,7 @@
 #include "apps/integer_option.h"
 
 #include "engine/checkpoint/byte_size.h"
+#include "engine/core/device_target.h"
 #include "engine/core/error.h"
 #include "engine/parallel/composition.h"
 #include "engine/parallel/strategy.h"
@@ -352,7 +353,7 @@ PlannerJob resolve_job(const PlanOptions& o) {
   // no files; the strategy fields are set per item.
   TrainConfig& b = job.base;
   b = o.base;
-  b.device = o.device == "cpu" ? "meta-cpu" : "meta";
+  b.device = DeviceTarget::dry_run_of(o.device == "cpu" ? Device::cpu : Device::cuda).name();
   b.steps = 1;
   b.eval_every = 0;
   b.progress = false;

@@ -8,6 +8,7 @@
 #include <functional>
 #include <limits>
 
+#include "engine/core/device_target.h"
 #include "engine/core/error.h"
 #include "engine/core/memory_stats.h"
 #include "engine/parallel/strategy.h"
@@ -246,7 +247,7 @@ std::string markdown(const PlanReport& rep) {
                            fixed(static_cast<double>(model->parameter_count()) / 1e6, 1),
                            "M parameters) on ", rep.job.world, " ranks\n\n");
   out += std::string("One training step of every rank on the meta device: the bytes a ") +
-         (rep.job.base.device == "meta-cpu" ? "CPU run would hold (64-byte blocks)"
+         (DeviceTarget::parse(rep.job.base.device).cpu_kernels() ? "CPU run would hold (64-byte blocks)"
                                             : "CUDA device would hold (512-byte blocks)") +
          " and the bytes each rank sends by the ring formulas of docs/ARCHITECTURE.md "
          "\"Measurements\". " + setup_text(rep) + pipeline_text(rep.job) + "\n";

@@ -95,7 +95,7 @@ std::string write_measured_timeline(Trainer& trainer, const std::string& dir) {
   SDP_CHECK(executor, "write_measured_timeline: the trainer has no step executor");
   comm::Communicator& w = trainer.world();
   const pipeline::Schedule& s = executor->schedule();
-  if (w.backend() == "emulated") return write_stage_actions(trainer, dir);
+  if (!w.moves_data()) return write_stage_actions(trainer, dir);
   const SubnetLayout& L = trainer.layout();
   size_t longest = 0;
   for (const auto& list : s.stages) longest = std::max(longest, list.size());

@@ -50,7 +50,7 @@ void print_memory_table(const nlohmann::json& memory) {
 // The process that prints and writes metrics: rank 0 of a real job, or the
 // one process of a single or emulated run (whatever rank it emulates).
 bool reports(const Trainer& trainer) {
-  return trainer.world().rank() == 0 || trainer.world().backend() == "emulated";
+  return trainer.world().rank() == 0 || !trainer.world().moves_data();
 }
 
 // "batch 8 x seq 64 tokens" or "batch 128 images".

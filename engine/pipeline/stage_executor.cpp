@@ -60,7 +60,7 @@ StageStepResult StageExecutor::run(const MicroBatchFeed& feed, double loss_scale
   // An emulated rank's peers are absent and its receives move nothing:
   // zeros then stand in for their data, so the stage computes on finite
   // values rather than on whatever the fresh buffer held.
-  const bool emulated = pipe_ && pipe_->backend() == "emulated";
+  const bool emulated = pipe_ && !pipe_->moves_data();
   auto receive = [&](Tensor& buffer, int peer) {
     if (emulated && device != Device::meta) ops::fill(buffer, 0.0);
     pipe_->recv(buffer, peer);

@@ -9,6 +9,7 @@
 
 #include "engine/checkpoint/byte_size.h"
 
+#include "engine/core/device_target.h"
 #include "engine/core/error.h"
 #include "engine/core/json_integer.h"
 
@@ -170,19 +171,20 @@ void TrainConfig::validate() const {
   non_negative("grad_clip", grad_clip);
   if (!(drop_path == -1 || (drop_path >= 0 && drop_path < 1)))
     invalid("drop_path", drop_path, " is invalid (valid: -1 = the model's default, or [0, 1))");
-  if (device != "cpu" && device != "meta" && device != "meta-cpu" && device != "cuda")
-    invalid("device", "'", device, "' is invalid (valid: cpu, meta, meta-cpu, cuda)");
+  if (!DeviceTarget::known(device))
+    invalid("device", "'", device, "' is invalid (valid: ", DeviceTarget::kValidNames, ")");
+  const DeviceTarget target = DeviceTarget::parse(device);
   if (dtype != "f32" && dtype != "f64" && dtype != "bf16")
     invalid("dtype", "'", dtype, "' is invalid (valid: f32, f64, bf16)");
-  if (dtype == "bf16" && (device == "cpu" || device == "meta-cpu"))
+  if (dtype == "bf16" && target.cpu_kernels())
     invalid("dtype", "'bf16' needs device cuda (or meta for a dry run); the CPU kernels "
             "compute in f32 or f64");
-  if (dtype == "f64" && device == "cuda")
+  if (dtype == "f64" && target.device == Device::cuda)
     invalid("dtype", "'f64' is CPU-only (valid on cuda: f32, bf16)");
   parallel.validate();
   if (grad_reduce_dtype != "f32" && grad_reduce_dtype != "bf16")
     invalid("grad_reduce_dtype", "'", grad_reduce_dtype, "' is invalid (valid: f32, bf16)");
-  if (grad_reduce_dtype == "bf16" && (device == "cpu" || device == "meta-cpu"))
+  if (grad_reduce_dtype == "bf16" && target.cpu_kernels())
     invalid("grad_reduce_dtype", "'bf16' needs device cuda (or meta for a dry run); MPI "
             "cannot reduce bf16 host buffers");
   if (grad_reduce_dtype == "bf16" && parallel.shard_level() != ShardLevel::none)

@@ -6,6 +6,7 @@
 #include <cmath>
 #include <limits>
 
+#include "engine/core/device_target.h"
 #include "engine/data/cifar_binary.h"
 #include "engine/metrics/memory_report.h"
 #include "engine/pipeline/site_costs.h"
@@ -24,23 +25,26 @@ namespace sdp {
 
 namespace {
 
-std::unique_ptr<Allocator> make_allocator(const std::string& device) {
-  if (device == "cpu") return std::make_unique<CpuAllocator>();
-  // Meta runs report the bytes the CUDA allocator would hand out (512-byte
-  // blocks, the CUDA kernels' workspaces).
-  if (device == "meta") return std::make_unique<MetaAllocator>(512, Device::cuda);
-  // Or those the CPU allocator would (64-byte blocks, the CPU kernels'
-  // workspaces): a dry run of a CPU job.
-  if (device == "meta-cpu") return std::make_unique<MetaAllocator>(64, Device::cpu);
-  if (device == "cuda") {
-    // Fails with a clear message when no GPU or driver is present, or the
-    // build has no CUDA.
-    Trainer::require_device(device);
+std::unique_ptr<Allocator> make_allocator(const DeviceTarget& target) {
+  switch (target.device) {
+    case Device::cpu:
+      return std::make_unique<CpuAllocator>();
+    case Device::meta:
+      // A dry run reports the bytes the allocator it stands for would hand
+      // out: CUDA's (512-byte blocks, the CUDA kernels' workspaces) or the
+      // CPU's (64-byte blocks, the CPU kernels' workspaces).
+      return target.stands_for == Device::cuda ? std::make_unique<MetaAllocator>(512, Device::cuda)
+                                               : std::make_unique<MetaAllocator>(64, Device::cpu);
+    case Device::cuda:
+      // Fails with a clear message when no GPU or driver is present, or the
+      // build has no CUDA.
+      Trainer::require_device("cuda");
 #ifdef SDP_HAVE_CUDA
-    return std::make_unique<cuda::DeviceAllocator>();
+      return std::make_unique<cuda::DeviceAllocator>();
 #endif
+      break;
   }
-  fail("device '", device, "' is not available (valid: cpu, meta, meta-cpu, cuda)");
+  fail("device '", target.name(), "' is not available (valid: ", DeviceTarget::kValidNames, ")");
 }
 
 DType parse_dtype(const std::string& s) {
@@ -87,9 +91,9 @@ Trainer::Trainer(const TrainConfig& config, std::unique_ptr<comm::Communicator> 
   if (!own_world_ && config_.emulate_world > 0)
     fail("config: emulate_world is for single-process runs; this process is already rank ",
          world_->rank(), " of a ", world_->size(), "-rank job");
-  alloc_ = allocator ? std::move(allocator) : make_allocator(config_.device);
-  SDP_CHECK(device_name(alloc_->device()) == (config_.device == "meta-cpu" ? "meta" : config_.device),
-            "allocator for device ",
+  const DeviceTarget target = DeviceTarget::parse(config_.device);
+  alloc_ = allocator ? std::move(allocator) : make_allocator(target);
+  SDP_CHECK(alloc_->device() == target.device, "allocator for device ",
             device_name(alloc_->device()), " given to a run configured for ", config_.device);
   if (config_.threads > 0) omp_set_num_threads(config_.threads);
   stream_ = std::make_unique<ops::ComputeStream>(alloc_->device());
@@ -422,7 +426,7 @@ StepResult Trainer::train_step() {
   if (alloc_->device() == Device::cuda) r.memory["gemm_workspace"] = cuda::gemm_workspace_bytes();
 #endif
   r.comm = w.stats().to_json();
-  if (alloc_->device() == Device::meta || w.backend() == "emulated") {
+  if (alloc_->device() == Device::meta || !w.moves_data()) {
     // Meta computes nothing; an emulated rank never hears from the others.
     if (alloc_->device() == Device::meta) r.rank_loss = std::numeric_limits<double>::quiet_NaN();
     r.loss = std::numeric_limits<double>::quiet_NaN();
@@ -443,7 +447,8 @@ Model& Trainer::gather_full_model(bool optimizer_state) {
   const bool rank0 = world_->rank() == 0;
   if (rank0 && !full_model_) {
     // A host copy in the state dtype (f32 for a bf16 run).
-    full_alloc_ = make_allocator(config_.device.rfind("meta", 0) == 0 ? config_.device : "cpu");
+    const DeviceTarget target = DeviceTarget::parse(config_.device);
+    full_alloc_ = make_allocator(target.dry_run() ? target : DeviceTarget{});
     full_model_ = make_model(config_.model, layout_.model_layout, facts_);
     full_model_->set_drop_path(model_->drop_path());  // its config.json says the run's rate
     full_model_->materialize(*full_alloc_, accum_dtype(model_->dtype()));
@@ -513,7 +518,7 @@ EvalResult Trainer::evaluate_all() {
 
   if (full_model_everywhere()) {
     out.full_loss = out.subnet_loss[static_cast<size_t>(w.rank())];
-  } else if (w.backend() == "emulated") {
+  } else if (!w.moves_data()) {
     out.full_loss = std::numeric_limits<double>::quiet_NaN();  // the other ranks' parts are absent
   } else {
     Model& full = gather_full_model(false);

@@ -143,7 +143,7 @@ void Trainer::save_checkpoint(const fs::path& dir) {
   ops::ComputeStream::Scope on_stream(*stream_);
   if (alloc_->device() == Device::meta)
     fail("checkpoints need values; a meta (dry) run holds none");
-  if (world_->backend() == "emulated")
+  if (!world_->moves_data())
     fail("checkpoints need every rank's components; an emulated rank (emulate_world = ",
          config_.emulate_world, ") has only its own, so it cannot save one");
   // A checkpoint that would poison every run resumed from it is not
