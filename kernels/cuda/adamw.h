@@ -1,7 +1,7 @@
 #pragma once
 // AdamW on CUDA (decoupled weight decay, PyTorch's formula, as the CPU
 // kernel): f32 master values, gradients and moments, computed in f32.
-// Arguments are validated by kernels/ops_optim.cpp.
+// Arguments are validated by kernels/ops_adamw.cpp.
 #include <cstdint>
 #include <span>
 

@@ -44,7 +44,7 @@ namespace sdp::cuda {
 namespace {
 
 // cuDNN's share of the workspace: the same formula as the CUDA branch of
-// ops::conv2d_workspace_elems (kernels/ops_conv.cpp), which sizes it.
+// ops::conv2d_workspace_elems (kernels/ops_conv2d.cpp), which sizes it.
 constexpr int64_t kScratchCapBytes = int64_t{64} << 20;
 // Where cuDNN's scratch starts after the bf16 staging copy of dw.
 constexpr int64_t kScratchAlignBytes = 256;

@@ -1,5 +1,5 @@
 #pragma once
-// Convolution on CUDA through cuDNN (arguments checked by kernels/ops_conv.cpp
+// Convolution on CUDA through cuDNN (arguments checked by kernels/ops_conv2d.cpp
 // first: shapes, dtypes, contiguity, workspace size). x, w, y, dy, dx hold the
 // activation dtype (f32 or bf16); dw holds accum_dtype (f32). Products
 // accumulate in f32; f32 runs never use TF32 (f32 mode exists for comparisons

@@ -1,6 +1,6 @@
 #pragma once
 // CUDA twins of the utility ops (kernels/ops.h). Arguments are checked by
-// kernels/ops_utility.cpp before these run; every launch is queued on
+// kernels/ops_elementwise.cpp before these run; every launch is queued on
 // compute_stream(). Ops that return a number to the host (sum_squares, sum,
 // count_nonnegative, item) wait for the stream.
 #include <cstdint>

@@ -1,6 +1,6 @@
 #pragma once
 // CUDA index maps of the Swin Transformer (arguments checked by
-// kernels/ops_window.cpp first; semantics in kernels/ops.h): each output
+// kernels/ops_window_layout.cpp first; semantics in kernels/ops.h): each output
 // element is read from one input element (no atomics), f32 or bf16.
 #include <cstdint>
 
