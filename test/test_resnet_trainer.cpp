@@ -1,9 +1,9 @@
-// The trainer with a CIFAR ResNet end to end: a meta dry run reports exactly
-// the CPU allocator's bytes (whole network and an emulated N-SDP rank),
-// resuming from a checkpoint (BatchNorm running statistics included) is bit
-// for bit the uninterrupted run, the checkpoint holds full torchvision-named
-// tensors, a small ResNet learns the synthetic images, and data that does
-// not fit the model is refused with the valid forms.
+// The trainer with a CIFAR ResNet end to end (its meta dry run, against the
+// CPU allocator's bytes: test_family_invariants.cpp): resuming from a
+// checkpoint (BatchNorm running statistics included) is bit for bit the
+// uninterrupted run, the checkpoint holds full torchvision-named tensors, a
+// small ResNet learns the synthetic images, and data that does not fit the
+// model is refused with the valid forms.
 #include <catch2/catch.hpp>
 
 #include <cmath>
@@ -35,34 +35,6 @@ TrainConfig tiny_resnet_run() {
 }
 
 }  // namespace
-
-TEST_CASE("ResNet meta dry run reports exactly the CPU allocator's bytes", "[trainer][meta][resnet]") {
-  for (const char* strategy : {"ddp", "n-sdp", "b-sdp"}) {
-    CAPTURE(strategy);
-    TrainConfig c = tiny_resnet_run();
-    c.grad_accum = 2;
-    if (std::string(strategy) != "ddp") {
-      c.parallel.strategy = strategy;
-      c.parallel.active_fraction = 0.5;
-      c.emulate_world = 4;
-      c.emulate_rank = 1;
-    }
-    Trainer cpu(c, std::make_unique<CpuAllocator>());
-    TrainConfig m = c;
-    m.device = "meta";
-    Trainer meta(m, std::make_unique<MetaAllocator>(64));
-    for (int i = 0; i < 2; ++i) {
-      const StepResult a = cpu.train_step();
-      const StepResult b = meta.train_step();
-      REQUIRE(a.memory == b.memory);
-      REQUIRE(a.memory["peak"]["at_peak"]["activation"].get<size_t>() > 0);
-      REQUIRE(a.memory["peak"]["at_peak"]["workspace"].get<size_t>() > 0);  // im2col
-      REQUIRE(a.unit == std::string("images"));
-      REQUIRE(a.examples == c.batch * c.grad_accum * (c.emulate_world > 0 ? c.emulate_world : 1));
-    }
-    REQUIRE(cpu.allocator().stats().alloc_count() == meta.allocator().stats().alloc_count());
-  }
-}
 
 TEST_CASE("a ResNet-18 step at batch 128 runs on the meta device", "[trainer][meta][resnet]") {
   TrainConfig c;

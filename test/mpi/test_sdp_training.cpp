@@ -1,10 +1,11 @@
-// Distributed training on a real MPI job (ctest runs it with 2 and 4 ranks):
-// DDP equals one process on the same global batch, SDP(C = 1) equals DDP,
-// owners stay bit-identical, allocations and traffic equal the analytic
-// figures of the plan for every strategy, rank emulation reproduces a real
-// rank, backward masking yields the full-model gradient on a fixed batch,
-// checkpoints move between world sizes and plans, and bad plans or
-// disagreeing ranks fail with clear messages.
+// Distributed training on a real MPI job (ctest runs it with 2 and 4 ranks;
+// the invariants every model family keeps, N ranks = one process, C = 1 is
+// DDP, allocations and traffic equal the plan's analytic figures, are in
+// test_family_invariants.cpp): owners stay bit-identical, uneven and
+// file-given plans train, rank emulation reproduces a real rank, backward
+// masking yields the full-model gradient on a fixed batch, checkpoints move
+// between world sizes and plans, and bad plans or disagreeing ranks fail
+// with clear messages.
 #include <catch2/catch.hpp>
 
 #include <cmath>
@@ -45,48 +46,6 @@ double max_abs_diff(const std::vector<double>& a, const std::vector<double>& b) 
 
 }  // namespace
 
-TEST_CASE("DDP on N ranks equals one process on the same global batch", "[mpi][train]") {
-  TrainConfig c = mini_job_config("ddp");
-  c.dtype = "f64";  // rounding differences stay far below what is compared
-  Trainer job(c, world());
-  TrainConfig single = c;
-  single.batch = c.batch * size();  // the windows of all ranks together
-  Trainer reference(single);        // a local world of one on every rank
-  for (int s = 0; s < c.steps; ++s) {
-    const StepResult a = job.train_step(), b = reference.train_step();
-    CHECK(a.loss == Approx(b.loss).epsilon(1e-12));
-    CHECK(a.grad_norm == Approx(b.grad_norm).epsilon(1e-10));
-    CHECK(a.examples == b.examples);
-  }
-  const auto& p = job.model().params();
-  const auto& q = reference.model().params();
-  REQUIRE(p.group_count() == q.group_count());
-  for (int g = 0; g < p.group_count(); ++g)
-    CHECK(max_abs_diff(values_of(p.group_params(g)), values_of(q.group_params(g))) < 1e-10);
-}
-
-TEST_CASE("SDP with C = 1 equals DDP", "[mpi][train]") {
-  Trainer ddp(mini_job_config("ddp"), world());
-  Trainer blocks(mini_job_config("b-sdp", 1.0), world());
-  Trainer bb(mini_job_config("bb-sdp", 1.0), world());
-  TrainConfig neuron_cfg = mini_job_config("n-sdp", 1.0);
-  neuron_cfg.dtype = "f64";
-  TrainConfig ddp64_cfg = mini_job_config("ddp");
-  ddp64_cfg.dtype = "f64";
-  Trainer neurons(neuron_cfg, world());
-  Trainer ddp64(ddp64_cfg, world());
-  for (int s = 0; s < 3; ++s) {
-    const StepResult d = ddp.train_step();
-    // The same plan (all ones) is the same code path: bit for bit.
-    CHECK(blocks.train_step().loss == d.loss);
-    CHECK(bb.train_step().loss == d.loss);
-    // Neuron pieces sum the same products in another order.
-    CHECK(neurons.train_step().loss == Approx(ddp64.train_step().loss).epsilon(1e-12));
-  }
-  CHECK(bytes_hash(blocks.model().params().group_params(0)) ==
-        bytes_hash(ddp.model().params().group_params(0)));
-}
-
 TEST_CASE("owners of every component hold bit-identical values after every step",
           "[mpi][train]") {
   SDP_MPI_NEEDS_RANKS(2);
@@ -113,47 +72,6 @@ TEST_CASE("owners of every component hold bit-identical values after every step"
         }
       }
     }
-}
-
-TEST_CASE("each rank allocates exactly what it owns, for every strategy", "[mpi][train]") {
-  for (const char* strategy : {"ddp", "b-sdp", "n-sdp", "bb-sdp", "nb-sdp"}) {
-    CAPTURE(strategy);
-    const double C = std::string(strategy) == "ddp" ? 1.0 : 0.5;
-    Trainer t(mini_job_config(strategy, C), world());
-    const ParameterSet& p = t.model().params();
-    const Allocator& a = t.allocator();
-    const StateBytes want = expected_state(t.layout(), p, a, rank());
-    CHECK(want.flags_follow_plan);
-    const size_t params = want.params, grads = want.grads, moments = want.moments;
-    CHECK(a.stats().current(MemCategory::param) == params);
-    CHECK(a.stats().current(MemCategory::grad) == grads);
-    CHECK(a.stats().current(MemCategory::optim) == moments);
-    // What a step holds at its peak keeps to the same figures.
-    const StepResult r = t.train_step();
-    CHECK(r.memory["peak"]["at_peak"]["param"].get<double>() == static_cast<double>(params));
-    CHECK(r.memory["peak"]["at_peak"]["grad"].get<double>() == static_cast<double>(grads));
-  }
-}
-
-TEST_CASE("communication counters equal the analytic volume of the plan", "[mpi][train]") {
-  for (const char* strategy : {"ddp", "b-sdp", "n-sdp", "bb-sdp", "nb-sdp"}) {
-    CAPTURE(strategy);
-    const double C = std::string(strategy) == "ddp" ? 1.0 : 0.5;
-    Trainer t(mini_job_config(strategy, C), world());
-    const StepResult r = t.train_step();
-    const SubnetLayout& L = t.layout();
-    const ParameterSet& p = t.model().params();
-    const StepTraffic want = analytic_step_traffic(L, p, rank());
-    const double reduce_bytes = want.reduce_bytes, broadcast_bytes = want.broadcast_bytes;
-    const int64_t reduce_calls = want.reduce_calls, broadcast_calls = want.broadcast_calls;
-    const auto& ops = r.comm["by_op"];
-    CHECK(ops["all_reduce"]["sent_bytes"].get<double>() == Approx(reduce_bytes).epsilon(1e-12));
-    CHECK(ops["all_reduce"]["calls"].get<int64_t>() == reduce_calls);
-    CHECK(ops["broadcast"]["calls"].get<int64_t>() == broadcast_calls);
-    CHECK(ops["broadcast"]["sent_bytes"].get<double>() == broadcast_bytes);
-    CHECK(r.comm["sent_bytes"].get<double>() ==
-          Approx(reduce_bytes + broadcast_bytes).epsilon(1e-12));
-  }
 }
 
 namespace {

@@ -3,7 +3,8 @@
 // parameter), for DDP and for SDP strategies, with gradient accumulation and
 // clipping; recomputation composes; each rank holds exactly its shards; the
 // counters equal the analytic volume of each level; checkpoints of sharded
-// runs are whole and load into any shard level, world size and plan.
+// runs are whole and load into any shard level, world size and plan. (The
+// meta device's prediction of a sharded rank: test_family_invariants.cpp.)
 #include <catch2/catch.hpp>
 
 #include <cmath>
@@ -14,7 +15,6 @@
 
 #include "engine/train/trainer.h"
 #include "kernels/ops.h"
-#include "test/mpi/meta_twin.h"
 #include "test/mpi/mpi_test_support.h"
 #include "test/mpi/whole_values.h"
 
@@ -246,21 +246,6 @@ TrainConfig resnet_config(const std::string& strategy, double C, const std::stri
 }
 
 }  // namespace
-
-TEST_CASE("the meta device predicts a sharded rank's bytes exactly, with and without "
-          "recomputation", "[mpi][shard][meta]") {
-  for (const char* model : {"llama", "resnet"})
-    for (const char* level : {"none", "optimizer", "grad", "full"})
-      for (const char* ac : {"none", "block"}) {
-        CAPTURE(model, level, ac);
-        const bool llama = std::string(model) == "llama";
-        TrainConfig c = llama ? sharded_config("b-sdp", 0.5, level)
-                              : resnet_config("n-sdp", 0.5, level);
-        c.dtype = "f32";
-        c.parallel.activation_checkpointing = ac;
-        check_meta_matches_real(c);
-      }
-}
 
 TEST_CASE("a ResNet with FSDP and recomputation matches its unsharded twin", "[mpi][shard][resnet]") {
   for (const char* strategy : {"ddp", "b-sdp", "n-sdp"}) {
