@@ -7,7 +7,8 @@
 // over the same micro-batches); hooks and GradsReady reports cover the
 // span's sites only; the meta device predicts a stage's bytes exactly; the
 // split_shared component lists keep the unsplit layout's names and values;
-// set_stage and the whole-model calls refuse what they cannot do.
+// set_stage and the whole-model calls refuse what they cannot do; on the
+// whole span the stage calls are forward() / backward() bit for bit.
 #include <catch2/catch.hpp>
 
 #include <cmath>
@@ -485,6 +486,57 @@ Peaks stage_peaks(Allocator& alloc, const Family& f, const StageSpan& span, cons
 }
 
 }  // namespace
+
+// The stage calls on the whole span are forward() / backward(): the same
+// losses, gradients, running statistics and allocator peaks, bit for bit,
+// with every micro-batch in flight at once (forwards 0 .. M - 1, then
+// backwards M - 1 .. 0) and with split weight gradients.
+TEST_CASE("Whole-span stage calls equal forward and backward bit for bit", "[stages]") {
+  for (const Family& f : families())
+    for (const bool split : {false, true}) {
+      CAPTURE(f.name, split);
+      Arena arena;
+      const Weights weights = random_weights(f, arena);
+      const std::vector<MicroBatch> mbs = make_batches(f, arena);
+      struct Run {
+        std::vector<double> losses;
+        Weights grads, values;
+        Peaks peaks;
+      };
+      auto run = [&](bool stage_calls) {
+        CpuAllocator alloc;
+        std::unique_ptr<Model> m = f.make({});
+        m->materialize(alloc, DType::f64);
+        m->params().allocate_grads();
+        sdp::testing::load_full(m->params(), weights, arena);
+        m->params().zero_grads();
+        Run r;
+        for (int k = 0; k < kMicroBatches; ++k) {
+          const MicroBatch& mb = mbs[static_cast<size_t>(k)];
+          r.losses.push_back(stage_calls ? m->forward_stage(mb.inputs, mb.targets, OwnedTensor(), k)
+                                         : m->forward(mb.inputs, mb.targets, true, k));
+        }
+        for (int k = kMicroBatches; k-- > 0;) {
+          if (stage_calls)
+            REQUIRE_FALSE(m->backward_stage(OwnedTensor(), f.loss_scale, split, {}, k));
+          else
+            m->backward(f.loss_scale, split, {}, k);
+        }
+        if (split)
+          for (int k = 0; k < kMicroBatches; ++k) m->backward_weight({}, k);
+        REQUIRE(alloc.stats().current(MemCategory::activation) == 0);
+        r.grads = sdp::testing::grads_of(*m, arena);
+        r.values = sdp::testing::full_values(m->params(), false, arena);
+        r.peaks = peaks_of(alloc.stats());
+        return r;
+      };
+      const Run plain = run(false), staged = run(true);
+      REQUIRE(staged.losses == plain.losses);
+      sdp::testing::require_same(staged.grads, plain.grads, 0);
+      sdp::testing::require_same(staged.values, plain.values, 0);
+      REQUIRE(staged.peaks == plain.peaks);
+    }
+}
 
 TEST_CASE("Meta dry runs of a pipeline stage predict the CPU's bytes exactly", "[stages][meta]") {
   for (const Family& f : {llama_family("mini"), resnet_family(), swin_family()})

@@ -7,9 +7,6 @@
 #include "engine/core/error.h"
 #include "kernels/flop_count.h"
 #include "kernels/ops.h"
-#include "models/llama/llama_model.h"
-#include "models/resnet/resnet_model.h"
-#include "models/swin/swin_model.h"
 
 namespace sdp::pipeline {
 
@@ -136,39 +133,12 @@ class RunGuard {
   double saved_flops_;
 };
 
-// Bytes of the residual stream entering each block, for the families whose
-// block inputs follow from their configuration and the micro-batch's shape.
+// Bytes of the residual stream entering each block (block_input_shape).
 std::vector<int64_t> block_input_bytes(const Model& model, const Tensor& inputs) {
   const int64_t elem = static_cast<int64_t>(dtype_size(model.dtype()));
   std::vector<int64_t> bytes;
-  if (const auto* llama = dynamic_cast<const llama::LlamaModel*>(&model)) {
-    // [B, T, D] before every block.
-    const int64_t B = inputs.size(0), T = inputs.size(1), D = llama->config().dim;
-    bytes.assign(static_cast<size_t>(model.block_count()), B * T * D * elem);
-  } else if (const auto* resnet = dynamic_cast<const resnet::ResNetModel*>(&model)) {
-    // The stem keeps the image's size; a stage's first block strides.
-    const resnet::ResNetConfig& c = resnet->config();
-    const int64_t B = inputs.size(0);
-    int64_t C = c.widths[0], H = inputs.size(2), W = inputs.size(3);
-    for (int s = 0; s < 4; ++s)
-      for (int64_t i = 0; i < c.blocks[static_cast<size_t>(s)]; ++i) {
-        bytes.push_back(B * C * H * W * elem);  // [B, C, H, W] into this block
-        const ops::Conv2dGeometry g{3, i == 0 ? c.stage_stride(s) : 1, 1};
-        C = c.widths[static_cast<size_t>(s)];
-        H = g.out_size(H);
-        W = g.out_size(W);
-      }
-    SDP_CHECK(static_cast<int>(bytes.size()) == model.block_count(), "model ", model.name(),
-              ": ", bytes.size(), " block inputs for ", model.block_count(), " blocks");
-  } else if (const auto* swin = dynamic_cast<const swin::SwinModel*>(&model)) {
-    // Block 0 reads the patch embedding [B, R, R, D]; later blocks what
-    // stage_input_shape says (before their merging).
-    const swin::SwinConfig& c = swin->config();
-    const int64_t R = c.stage_resolution(0);
-    bytes.push_back(inputs.size(0) * R * R * c.embed_dim * elem);
-    for (int b = 1; b < model.block_count(); ++b)
-      bytes.push_back(model.stage_input_shape(inputs, b).numel() * elem);
-  }
+  for (int b = 0; b < model.block_count(); ++b)
+    bytes.push_back(model.block_input_shape(inputs, b).numel() * elem);
   return bytes;
 }
 

@@ -6,7 +6,7 @@
 #include "engine/checkpoint/safetensors.h"
 #include "engine/core/error.h"
 #include "engine/train/hf_tokenizer.h"
-#include "models/llama/llama_model.h"
+#include "models/common/model.h"
 #include "models/common/parameter_pieces.h"
 #include "models/common/tensor_staging.h"
 
@@ -69,11 +69,11 @@ std::vector<checkpoint::NamedTensor> full_moment_tensors(const ParameterSet& p, 
 void write_hf_config(const Model& model, DType stored, const std::filesystem::path& dir,
                      const HfExportOptions& options) {
   nlohmann::json config = model.config_json();
-  const auto* llama = dynamic_cast<const llama::LlamaModel*>(&model);
-  if (llama) {
+  // A token model (LLaMA) is a Hugging Face model: its dtype and tokenizer too.
+  if (model.token_vocabulary() > 0) {
     config["torch_dtype"] = torch_dtype_name(stored);
     set_special_token_ids(config, options.tokenizer);
-    write_hf_tokenizer_files(options.tokenizer, llama->config().max_seq, dir);
+    write_hf_tokenizer_files(options.tokenizer, model.max_sequence(), dir);
   }
   checkpoint::write_json_atomically(dir / "config.json", config);
 }

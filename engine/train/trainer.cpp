@@ -14,7 +14,7 @@
 #include "engine/train/rank_agreement.h"
 #include "kernels/flop_count.h"
 #include "kernels/ops.h"
-#include "models/llama/llama_model.h"
+#include "models/llama/llama_config.h"
 #ifdef SDP_HAVE_CUDA
 #include "kernels/cuda/device_allocator.h"
 #include "kernels/cuda/device_info.h"
@@ -132,12 +132,10 @@ Trainer::Trainer(const TrainConfig& config, std::unique_ptr<comm::Communicator> 
   // a model without it refuses a nonzero rate.
   model_->set_drop_path(config_.drop_path >= 0 ? config_.drop_path
                                                : default_drop_path(config_.model));
-  if (family == ModelFamily::llama) {
-    const auto& mc = dynamic_cast<const llama::LlamaModel&>(*model_).config();
-    if (train_data_->vocab_size() > mc.vocab)
-      fail("data '", config_.data, "' has vocabulary ", train_data_->vocab_size(), " but model ",
-           mc.name, " has only ", mc.vocab, " embeddings");
-  }
+  // A token model embeds only the ids it has rows for.
+  if (model_->token_vocabulary() > 0 && train_data_->vocab_size() > model_->token_vocabulary())
+    fail("data '", config_.data, "' has vocabulary ", train_data_->vocab_size(), " but model ",
+         model_->name(), " has only ", model_->token_vocabulary(), " embeddings");
   model_->materialize(*alloc_, dtype, layout_.held_mask(), layout_.trained_mask(),
                       layout_.shard_plan());
   model_->set_recompute(config_.parallel.recompute());
@@ -248,7 +246,7 @@ Trainer::SampleStream Trainer::sample_stream() const {
   return {layout_.replica, layout_.replicas, config_.batch * layout_.replicas};
 }
 
-double Trainer::run_schedule(double loss_scale, nlohmann::json& report) {
+double Trainer::run_schedule(double loss_scale, std::optional<StageStats>& report) {
   // The executor runs micro-batch mb as the model's micro-batch mb: its
   // samples lie mb B D further in the step's stream.
   const SampleStream samples = sample_stream();
@@ -311,19 +309,18 @@ double Trainer::run_schedule(double loss_scale, nlohmann::json& report) {
   last_timings_ = result.timings;
   if (layout_.pipelined()) {
     const double makespan = result.timings.empty() ? 0.0 : result.timings.back().end;
-    report = {{"stage", executor_->stage()},
-              {"stages", layout_.stage_count()},
-              {"replica", layout_.replica},
-              {"schedule", config_.parallel.schedule},
-              {"micro_batches", config_.grad_accum},
-              {"blocks", layout_.stages[static_cast<size_t>(layout_.stage)].describe(
-                             model_->block_count())},
-              {"seconds", makespan},
-              {"busy_seconds", result.busy_seconds},
-              {"bubble_fraction",
-               makespan > 0 ? (makespan - result.busy_seconds) / makespan : 0.0},
-              {"activation_bytes_sent", result.activation_bytes_sent},
-              {"gradient_bytes_sent", result.gradient_bytes_sent}};
+    StageStats& s = report.emplace();
+    s.stage = executor_->stage();
+    s.stages = layout_.stage_count();
+    s.replica = layout_.replica;
+    s.schedule = config_.parallel.schedule;
+    s.micro_batches = config_.grad_accum;
+    s.blocks = layout_.stages[static_cast<size_t>(layout_.stage)].describe(model_->block_count());
+    s.seconds = makespan;
+    s.busy_seconds = result.busy_seconds;
+    s.bubble_fraction = makespan > 0 ? (makespan - result.busy_seconds) / makespan : 0.0;
+    s.activation_bytes_sent = result.activation_bytes_sent;
+    s.gradient_bytes_sent = result.gradient_bytes_sent;
   }
   return result.loss_sum;
 }
@@ -419,13 +416,13 @@ StepResult Trainer::train_step() {
   r.unit = train_data_->unit();
   r.seconds = std::chrono::duration<double>(clock::now() - start).count();
   r.flops = ops::flops_counted();
-  r.memory = memory_json(mem, alloc_->device_memory_info());
+  r.memory = MemorySnapshot::of(mem, alloc_->device_memory_info());
 #ifdef SDP_HAVE_CUDA
   // cuBLASLt's workspace is the one device buffer outside the allocator: a
   // fixed per-process cost, like the CUDA context, shown beside the figures.
-  if (alloc_->device() == Device::cuda) r.memory["gemm_workspace"] = cuda::gemm_workspace_bytes();
+  if (alloc_->device() == Device::cuda) r.memory.gemm_workspace = cuda::gemm_workspace_bytes();
 #endif
-  r.comm = w.stats().to_json();
+  r.comm = w.stats();
   if (alloc_->device() == Device::meta || !w.moves_data()) {
     // Meta computes nothing; an emulated rank never hears from the others.
     if (alloc_->device() == Device::meta) r.rank_loss = std::numeric_limits<double>::quiet_NaN();

@@ -1,8 +1,30 @@
 #include "models/common/component_groups.h"
 
+#include <string>
+
 #include "engine/core/error.h"
 
 namespace sdp {
+
+std::vector<Component> shared_and_block_components(int blocks, const ModelLayout& layout,
+                                                   const std::function<bool(int)>& block_shares) {
+  std::vector<Component> out;
+  const int L = blocks;
+  if (layout.split_shared) {
+    out.push_back({"shared.input", ComponentKind::shared, -1, 0, {}, 0, -1, 0});
+    for (int b = 0; b < L; ++b)
+      if (block_shares(b))
+        out.push_back({"shared.block." + std::to_string(b), ComponentKind::shared, b, 0, {}, 0, -1,
+                       1 + b});
+    out.push_back({"shared.output", ComponentKind::shared, -1, 0, {}, 0, -1, L + 1});
+  } else {
+    out.push_back({"shared", ComponentKind::shared, -1, 0, {}, 0, -1, -1});
+  }
+  if (layout.granularity != Granularity::neuron)
+    for (int b = 0; b < L; ++b)
+      out.push_back({"block." + std::to_string(b), ComponentKind::block, b, 0, {}, 0, -1, 1 + b});
+  return out;
+}
 
 void place_components(std::vector<Component>& components, ModelLayout& layout,
                       ParameterSet& params) {

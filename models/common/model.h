@@ -1,11 +1,12 @@
 #pragma once
 // The interface the engine trains: a model of any family (LLaMA language
-// models, CIFAR ResNets) cut into components (component.h), its parameters
-// in a ParameterSet, and one micro-batch's forward / backward with the
-// backward split into input and weight gradients (2BP, backward masking).
-// The trainer, strategies and checkpoints see only this; each family keeps
-// its own configuration and layers (models/llama, models/resnet), and
-// models/registry.h builds one by name.
+// models, CIFAR ResNets, Swin Transformers) cut into components
+// (component.h), its parameters in a ParameterSet, and one micro-batch's
+// forward / backward with the backward split into input and weight
+// gradients (2BP, backward masking). The trainer, strategies and
+// checkpoints see only this; each family keeps its own configuration and
+// layers (models/llama, models/resnet, models/swin) on the skeleton of
+// block_model.h, and models/registry.h builds one by name.
 #include <cstdint>
 #include <functional>
 #include <span>
@@ -152,10 +153,16 @@ class Model {
     static const StageSpan whole;
     return whole;
   }
+  // Shape of the residual stream entering block `block` (0 .. L - 1) for a
+  // micro-batch whose model inputs are `inputs` (only their shape is read):
+  // LLaMA [B, T, D]; ResNet [B, C, H, W]; Swin [B, R, R, C] (before the
+  // block's merging). Its dtype is dtype().
+  virtual Shape block_input_shape(const Tensor& inputs, int block) const {
+    (void)inputs;
+    fail("model ", name(), " has no blocks (block_input_shape of block ", block, ")");
+  }
   // Shape of the activation a stage that starts at block `first_block` (> 0)
-  // receives for a micro-batch whose model inputs are `inputs` (only their
-  // shape is read): LLaMA [B, T, D]; ResNet [B, C, H, W] of that block's
-  // input. Its dtype is dtype().
+  // receives: block_input_shape of that block.
   virtual Shape stage_input_shape(const Tensor& inputs, int first_block) const {
     (void)inputs;
     fail("model ", name(), " has no pipeline stages (stage_input_shape at block ", first_block, ")");
@@ -205,6 +212,12 @@ class Model {
       fail("activation checkpointing '", policy.name(), "' needs a model with blocks; ", name(),
            " supports only 'none'");
   }
+
+  // ---- token models (LLaMA)
+  // The embeddings a token model has (its vocabulary; 0: an image model)
+  // and the longest sequence it reads (0: any, or an image model).
+  virtual int64_t token_vocabulary() const { return 0; }
+  virtual int64_t max_sequence() const { return 0; }
 
   // ---- image models (ResNet, Swin)
   // The channels of the images an image classifier reads (0: a token

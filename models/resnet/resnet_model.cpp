@@ -48,28 +48,15 @@ double conv_std(int64_t out_channels, int64_t kernel) {
 std::vector<Component> ResNetModel::component_specs(const ResNetConfig& config,
                                                     const ModelLayout& layout) {
   config.validate();
-  std::vector<Component> out;
   const auto sites = block_sites(config);
   const int L = static_cast<int>(sites.size());
   const bool neuron = layout.granularity == Granularity::neuron;
-  if (layout.split_shared) {
-    // One shared component per site that reads shared parameters: the stem,
-    // each block with a downsampling shortcut (at neuron granularity every
-    // block, for its bn2), the classifier.
-    out.push_back({"shared.input", ComponentKind::shared, -1, 0, {}, 0, -1, 0});
-    for (int b = 0; b < L; ++b)
-      if (neuron || needs_projection(sites[static_cast<size_t>(b)].shape))
-        out.push_back({"shared.block." + std::to_string(b), ComponentKind::shared, b, 0, {}, 0, -1,
-                       1 + b});
-    out.push_back({"shared.output", ComponentKind::shared, -1, 0, {}, 0, -1, L + 1});
-  } else {
-    out.push_back({"shared", ComponentKind::shared, -1, 0, {}, 0, -1, -1});
-  }
-  if (!neuron) {
-    for (int b = 0; b < L; ++b)
-      out.push_back({"block." + std::to_string(b), ComponentKind::block, b, 0, {}, 0, -1, 1 + b});
-    return out;
-  }
+  // Split shared components: the stem, each block with a downsampling
+  // shortcut (at neuron granularity every block, for its bn2), the classifier.
+  std::vector<Component> out = shared_and_block_components(L, layout, [&](int b) {
+    return neuron || needs_projection(sites[static_cast<size_t>(b)].shape);
+  });
+  if (!neuron) return out;
   const int G = layout.channel_groups;
   for (const BlockSite& s : sites)
     if (G < 1 || s.shape.out_channels % G != 0)
@@ -86,11 +73,8 @@ std::vector<Component> ResNetModel::component_specs(const ResNetConfig& config,
 }
 
 ResNetModel::ResNetModel(const ResNetConfig& config, ModelLayout layout)
-    : config_(config), bn_{config.bn_eps, config.bn_momentum}, layout_(std::move(layout)) {
-  components_ = component_specs(config_, layout_);
-  place_components(components_, layout_, params_);
-  declare_parameters();
-  count_component_numel(components_, params_);
+    : BlockModel(std::move(layout)), config_(config), bn_{config.bn_eps, config.bn_momentum} {
+  build_components(component_specs(config_, layout_), [this] { declare_parameters(); });
 }
 
 BatchNormParams ResNetModel::declare_bn(const std::string& prefix, int64_t channels, int group) {
@@ -212,266 +196,139 @@ void ResNetModel::declare_parameters() {
                                                    static_cast<int>(b), std::move(blocks[b])));
     trunk_blocks.push_back(blocks_.back().get());
   }
-  trunk_ = std::make_unique<Trunk>(params_, std::move(trunk_blocks));
-  trunk_->set_hooks(&hooks_);
-}
-
-void ResNetModel::materialize(Allocator& alloc, DType dtype, const std::vector<bool>& held,
-                              const std::vector<bool>& trained,
-                             const std::vector<GroupShard>& shards) {
-  alloc_ = &alloc;
-  dtype_ = dtype;
-  params_.materialize(alloc, dtype, held, trained, shards);
-  in_flight_.clear();
+  set_blocks(std::move(trunk_blocks));
 }
 
 bool ResNetModel::block_runs(size_t b) const { return blocks_[b]->runs(); }
 
-void ResNetModel::check_site(int site) const {
-  if (site < 0 || site >= site_count())
-    fail("site ", site, " is not a site of model ", config_.name, " (valid: 0 .. ", site_count() - 1,
-         ")");
+std::vector<int> ResNetModel::input_site_params() const {
+  return {stem_conv_, stem_bn_.weight, stem_bn_.bias};
 }
 
-std::vector<int> ResNetModel::site_params(int site) const {
-  check_site(site);
-  if (site == 0) return {stem_conv_, stem_bn_.weight, stem_bn_.bias};
-  if (site == site_count() - 1) return {fc_weight_, fc_bias_};
-  std::vector<int> ids;
-  for (int id : blocks_[static_cast<size_t>(site - 1)]->param_ids())
-    if (id >= 0) ids.push_back(id);
-  return ids;
-}
+namespace {
+// What the stem keeps for its backward.
+struct StemSaved : StageContext {
+  Tensor images;                 // [B, Cin, H, W] (the caller's)
+  OwnedTensor a, mean, invstd;   // conv output [B, C0, H, W]; bn stats [C0]
+};
+// What pooling and the classifier keep (the logits are the HeadContext's).
+struct PoolSaved : StageContext {
+  OwnedTensor pooled;            // [B, C_last]
+};
+}  // namespace
 
-Tensor ResNetModel::run_trunk(const Tensor& images, bool train, MicroBatch& m) {
+OwnedTensor ResNetModel::input_forward(const Tensor& images, bool train,
+                                       std::unique_ptr<StageContext>& saved) {
   Allocator& alloc = *alloc_;
   const int64_t B = images.size(0), H = images.size(2), W = images.size(3);
   const int64_t C0 = config_.widths[0];
   const DType st = accum_dtype(dtype_);
   const BlockMode mode = train ? BlockMode::train : BlockMode::eval;
 
-  StemSaved stem;
-  stem.images = images;
+  auto stem = std::make_unique<StemSaved>();
+  stem->images = images;
   hooks_.call_needed(0, ParamPass::forward);
-  stem.a = OwnedTensor(alloc, {B, C0, H, W}, dtype_, kSaved);  // stem conv output
-  layers::conv_forward(images, params_.param(stem_conv_), {3, 1, 1}, *stem.a, alloc);
+  stem->a = OwnedTensor(alloc, {B, C0, H, W}, dtype_, kSaved);  // stem conv output
+  layers::conv_forward(images, params_.param(stem_conv_), {3, 1, 1}, *stem->a, alloc);
   OwnedTensor h(alloc, {B, C0, H, W}, dtype_, kSaved);  // relu(bn(a)): stream entry 0
   if (train) {
-    stem.mean = OwnedTensor(alloc, {C0}, st, kSaved);
-    stem.invstd = OwnedTensor(alloc, {C0}, st, kSaved);
+    stem->mean = OwnedTensor(alloc, {C0}, st, kSaved);
+    stem->invstd = OwnedTensor(alloc, {C0}, st, kSaved);
   }
-  layers::batchnorm(params_, stem_bn_, bn_, *stem.a, *h, mode, &*stem.mean, &*stem.invstd);
+  layers::batchnorm(params_, stem_bn_, bn_, *stem->a, *h, mode, &*stem->mean, &*stem->invstd);
   hooks_.call_done(0, ParamPass::forward);
   ops::relu_forward(*h, *h);
-  if (train) m.stem = std::move(stem);
-  // The stem's backward reads its output (the ReLU): the trunk keeps it.
-  return trunk_->forward(m.trunk, std::move(h), train, /*keep_input=*/train, alloc);
+  saved = std::move(stem);  // an evaluation's too: it lives until the blocks are done
+  return h;
 }
 
-void ResNetModel::set_stage(const StageSpan& span) {
-  const int L = static_cast<int>(blocks_.size());
-  check_stage_span(span, L, config_.name);
-  check_no_micro_batch_in_flight(in_flight_.size(), config_.name);
-  stage_ = span;
-  trunk_->set_block_range(span.first_block, span.end(L));
-}
-
-void ResNetModel::check_whole(const char* call) const {
-  check_whole_stage(stage_, static_cast<int>(blocks_.size()), call, config_.name);
-}
-
-Shape ResNetModel::stage_input_shape(const Tensor& images, int first_block) const {
-  const int L = static_cast<int>(blocks_.size());
-  check_later_stage_start(first_block, L, config_.name);
+Shape ResNetModel::block_input_shape(const Tensor& images, int block) const {
   if (images.ndim() != 4)
     fail("stage_input_shape: images must be [batch, channels, height, width], got ",
          images.describe());
   int64_t H = images.size(2), W = images.size(3);  // the stem keeps the resolution
-  for (int b = 0; b < first_block; ++b) {
+  for (int b = 0; b < block; ++b) {
     // Each block's first convolution (3x3, padding 1) sets its output size.
     const Conv2dGeometry conv1{3, blocks_[static_cast<size_t>(b)]->shape().stride, 1};
     H = conv1.out_size(H);
     W = conv1.out_size(W);
   }
-  return {images.size(0), blocks_[static_cast<size_t>(first_block)]->shape().in_channels, H, W};
+  return {images.size(0), blocks_[static_cast<size_t>(block)]->shape().in_channels, H, W};
 }
 
-double ResNetModel::forward(const Tensor& images, const Tensor& labels, bool keep_for_backward,
-                            int micro_batch) {
-  check_whole(keep_for_backward ? "forward()" : "forward(keep_for_backward = false)");
-  return run_stage(images, labels, OwnedTensor(), keep_for_backward, micro_batch);
+Shape ResNetModel::check_inputs(const Tensor& images) const {
+  if (images.ndim() != 4 || images.size(1) != config_.in_channels)
+    fail("forward: images must be [batch, ", config_.in_channels, ", height, width], got ",
+         images.describe());
+  expect_dtype(images, dtype_, "forward", "images");
+  return {images.size(0)};
 }
 
-double ResNetModel::forward_stage(const Tensor& images, const Tensor& labels, OwnedTensor received,
-                                  int micro_batch) {
-  return run_stage(images, labels, std::move(received), true, micro_batch);
+Shape ResNetModel::check_received(const Tensor& received) const {
+  const int64_t C = blocks_[static_cast<size_t>(stage_.first_block)]->shape().in_channels;
+  if (received.ndim() != 4 || received.size(1) != C)
+    fail("forward_stage: the received activation must be [batch, ", C, ", height, width], got ",
+         received.describe());
+  return {received.size(0)};
 }
 
-double ResNetModel::run_stage(const Tensor& images, const Tensor& labels, OwnedTensor received,
-                              bool train, int micro_batch) {
-  SDP_CHECK(alloc_, "materialize() the model before forward()");
-  const int L = static_cast<int>(blocks_.size());
-  const bool first = stage_.has_input_stage(), last = stage_.has_output_stage(L);
-  int64_t B = 0;
-  if (first) {
-    SDP_CHECK(!received, "forward: the first stage runs the stem on its images and receives ",
-              "nothing, got ", received->describe());
-    if (images.ndim() != 4 || images.size(1) != config_.in_channels)
-      fail("forward: images must be [batch, ", config_.in_channels, ", height, width], got ",
-           images.describe());
-    expect_dtype(images, dtype_, "forward", "images");
-    B = images.size(0);
-  } else {
-    const int64_t C = blocks_[static_cast<size_t>(stage_.first_block)]->shape().in_channels;
-    SDP_CHECK(received, "forward_stage: stage ", stage_.describe(L), " of model ", config_.name,
-              " needs the previous stage's output [batch, ", C, ", height, width]");
-    if (received->ndim() != 4 || received->size(1) != C)
-      fail("forward_stage: the received activation must be [batch, ", C,
-           ", height, width], got ", received->describe());
-    expect_dtype(*received, dtype_, "forward_stage", "received");
-    B = received->size(0);
-  }
-  if (last) {
-    expect_shape(labels, {B}, "forward", "labels");
-    expect_dtype(labels, DType::i32, "forward", "labels");
-  }
-  const int64_t C = config_.widths[3], K = config_.num_classes;
-  const DType st = accum_dtype(dtype_);
-  // A new training forward of a micro-batch replaces what it kept before.
-  if (train) in_flight_.erase(micro_batch);
-
-  MicroBatch m;
-  Tensor last_entry;  // [B, C, h, w], the trunk's output
-  if (first) {
-    last_entry = run_trunk(images, train, m);
-  } else {
-    // The received stream is the trunk's input: kept until its first
-    // block's backward (its ReLU needs no stem here).
-    last_entry = trunk_->forward(m.trunk, std::move(received), train, /*keep_input=*/false, *alloc_);
-  }
-  if (!last) {
-    // Non-last stages are training stages only (check_whole refuses evaluation).
-    in_flight_.emplace(micro_batch, std::move(m));
-    return 0;
-  }
-
-  HeadSaved hs;
-  hs.labels = labels;
+void ResNetModel::output_forward(const Tensor& trunk_output, bool train, HeadContext& head) {
+  (void)train;
+  const int64_t B = trunk_output.size(0), C = config_.widths[3], K = config_.num_classes;
+  auto s = std::make_unique<PoolSaved>();
   const int head_site = site_count() - 1;
   hooks_.call_needed(head_site, ParamPass::forward);
-  hs.pooled = OwnedTensor(*alloc_, {B, C}, dtype_, kSaved);
-  ops::global_avg_pool_forward(last_entry, *hs.pooled);
-  hs.logits = OwnedTensor(*alloc_, {B, K}, dtype_, kSaved);
-  ops::linear_forward(*hs.pooled, params_.param(fc_weight_), *hs.logits);
-  ops::bias_add_forward(*hs.logits, params_.param(fc_bias_));
+  s->pooled = OwnedTensor(*alloc_, {B, C}, dtype_, kSaved);  // [B, C]
+  ops::global_avg_pool_forward(trunk_output, *s->pooled);
+  head.logits = OwnedTensor(*alloc_, {B, K}, dtype_, kSaved);  // [B, K]
+  ops::linear_forward(*s->pooled, params_.param(fc_weight_), *head.logits);
+  ops::bias_add_forward(*head.logits, params_.param(fc_bias_));
   hooks_.call_done(head_site, ParamPass::forward);
-  hs.lse = OwnedTensor(*alloc_, {B}, st, kSaved);
-  OwnedTensor losses(*alloc_, {B}, st, MemCategory::workspace);  // [B]
-  ops::cross_entropy_forward(*hs.logits, labels, *losses, *hs.lse);
-
-  double total = 0;
-  if (labels.device() == Device::meta) {
-    total = std::numeric_limits<double>::quiet_NaN();
-    valid_targets_ = B;
-  } else {
-    valid_targets_ = ops::count_nonnegative(labels);
-    total = ops::sum(*losses);
-  }
-  if (train) {
-    m.head = std::move(hs);
-    in_flight_.emplace(micro_batch, std::move(m));
-  }
-  return total;
+  head.saved = std::move(s);
 }
 
-const Tensor& ResNetModel::stage_output(int micro_batch) const {
-  check_hands_on(stage_, static_cast<int>(blocks_.size()), config_.name);
-  auto it = in_flight_.find(micro_batch);
-  SDP_CHECK(it != in_flight_.end() && !it->second.trunk.backward_started, "stage_output of micro-batch ",
-            micro_batch, " without its stage forward (or after its backward)");
-  return it->second.trunk.output();
-}
-
-void ResNetModel::backward(double loss_scale, bool split_weight_grads, const GradsReady& ready,
-                           int micro_batch) {
-  check_whole("backward()");
-  backward_stage(OwnedTensor(), loss_scale, split_weight_grads, ready, micro_batch);
-}
-
-OwnedTensor ResNetModel::backward_stage(OwnedTensor output_grad, double loss_scale,
-                                            bool split_weight_grads, const GradsReady& ready,
-                                            int micro_batch) {
-  auto it = in_flight_.find(micro_batch);
-  SDP_CHECK(it != in_flight_.end() && !it->second.trunk.backward_started, "backward() of micro-batch ",
-            micro_batch, " without a preceding training forward() of it");
-  SDP_CHECK(params_.has_grads(), "backward() needs allocated gradients (allocate_grads())");
-  Allocator& alloc = *alloc_;
-  MicroBatch& m = it->second;
-  const int L = static_cast<int>(blocks_.size());
-  const bool first = stage_.has_input_stage(), last = stage_.has_output_stage(L);
-  OwnedTensor dh;  // [B, C, h, w], the gradient of the trunk's output entry
-  if (last) {
-    SDP_CHECK(!output_grad, "backward_stage: the last stage starts from its loss; got an output ",
-              "gradient ", output_grad->describe());
-    HeadSaved& h = *m.head;
-    const int head_site = site_count() - 1;
-    // The logits' storage becomes their gradient.
-    ops::cross_entropy_backward_input(*h.logits, h.labels, *h.lse, loss_scale, *h.logits);
-    hooks_.call_needed(head_site, ParamPass::backward);
-    OwnedTensor dpooled(alloc, h.pooled->shape(), dtype_, kSaved);  // [B, C]
-    ops::linear_backward_input(*h.logits, params_.param(fc_weight_), *dpooled);
-    hooks_.call_done(head_site, ParamPass::backward);
-    if (params_.is_trained(fc_weight_)) {
-      Tensor dw = params_.grad(fc_weight_), db = params_.grad(fc_bias_);
-      ops::linear_backward_weight(*h.logits, *h.pooled, dw);
-      ops::bias_backward_weight(*h.logits, db);
-    }
-    params_.report_trained({fc_weight_, fc_bias_}, ready);
-    m.head.reset();
-    dh = OwnedTensor(alloc, m.trunk.output().shape(), dtype_, kSaved);  // [B, C, h, w]
-    ops::global_avg_pool_backward_input(*dpooled, *dh);
-  } else {
-    SDP_CHECK(output_grad, "backward_stage: stage ", stage_.describe(L),
-              " needs the next stage's gradient of its output");
-    expect_shape(*output_grad, m.trunk.output().shape(), "backward_stage", "output_grad");
-    expect_dtype(*output_grad, dtype_, "backward_stage", "output_grad");
-    dh = std::move(output_grad);
+OwnedTensor ResNetModel::output_backward(HeadContext& head, const Tensor& trunk_output,
+                                         const GradsReady& ready) {
+  const PoolSaved& s = static_cast<const PoolSaved&>(*head.saved);
+  const int head_site = site_count() - 1;
+  hooks_.call_needed(head_site, ParamPass::backward);
+  OwnedTensor dpooled(*alloc_, s.pooled->shape(), dtype_, kSaved);  // [B, C]
+  ops::linear_backward_input(*head.logits, params_.param(fc_weight_), *dpooled);
+  hooks_.call_done(head_site, ParamPass::backward);
+  if (params_.is_trained(fc_weight_)) {
+    Tensor dw = params_.grad(fc_weight_), db = params_.grad(fc_bias_);
+    ops::linear_backward_weight(*head.logits, *s.pooled, dw);
+    ops::bias_backward_weight(*head.logits, db);
   }
-
-  dh = trunk_->backward(m.trunk, std::move(dh), split_weight_grads, ready, alloc);
-
-  if (first) {
-    // The stem: no gradient for the images, only its weights'.
-    StemSaved& stem = *m.stem;
-    ops::relu_backward_input(*dh, m.trunk.input(), *dh);
-    if (params_.is_trained(stem_bn_.weight)) {
-      Tensor dw = params_.grad(stem_bn_.weight), db = params_.grad(stem_bn_.bias);
-      ops::batchnorm_backward_weight(*dh, *stem.a, *stem.mean, *stem.invstd, dw, db);
-    }
-    if (params_.is_trained(stem_conv_)) {
-      hooks_.call_needed(0, ParamPass::backward);
-      ops::batchnorm_backward_input(*dh, *stem.a, params_.param(stem_bn_.weight), *stem.mean,
-                                    *stem.invstd, *dh);
-      hooks_.call_done(0, ParamPass::backward);
-      Tensor dw = params_.grad(stem_conv_);
-      layers::conv_backward_weight(*dh, stem.images, {3, 1, 1}, dw, alloc);
-    }
-    params_.report_trained({stem_conv_, stem_bn_.weight, stem_bn_.bias}, ready);
-    m.stem.reset();
-    dh = OwnedTensor();
-    trunk_->release_input(m.trunk);
-  }
-  if (!split_weight_grads) in_flight_.erase(it);
+  params_.report_trained({fc_weight_, fc_bias_}, ready);
+  head.release();
+  OwnedTensor dh(*alloc_, trunk_output.shape(), dtype_, kSaved);  // [B, C, h, w]
+  ops::global_avg_pool_backward_input(*dpooled, *dh);
   return dh;
 }
 
-void ResNetModel::backward_weight(const GradsReady& ready, int micro_batch) {
-  auto it = in_flight_.find(micro_batch);
-  SDP_CHECK(it != in_flight_.end() && it->second.trunk.backward_started,
-            "backward_weight() of micro-batch ", micro_batch,
-            " needs backward(split_weight_grads = true) of it first");
-  trunk_->backward_weight(it->second.trunk, ready, *alloc_);
-  in_flight_.erase(it);
+void ResNetModel::input_backward(std::unique_ptr<StageContext>& saved, OwnedTensor dh,
+                                 TrunkContext& trunk, const GradsReady& ready) {
+  // The stem: no gradient for the images, only its weights'.
+  Allocator& alloc = *alloc_;
+  StemSaved& stem = static_cast<StemSaved&>(*saved);
+  ops::relu_backward_input(*dh, trunk.input(), *dh);
+  if (params_.is_trained(stem_bn_.weight)) {
+    Tensor dw = params_.grad(stem_bn_.weight), db = params_.grad(stem_bn_.bias);
+    ops::batchnorm_backward_weight(*dh, *stem.a, *stem.mean, *stem.invstd, dw, db);
+  }
+  if (params_.is_trained(stem_conv_)) {
+    hooks_.call_needed(0, ParamPass::backward);
+    ops::batchnorm_backward_input(*dh, *stem.a, params_.param(stem_bn_.weight), *stem.mean,
+                                  *stem.invstd, *dh);
+    hooks_.call_done(0, ParamPass::backward);
+    Tensor dw = params_.grad(stem_conv_);
+    layers::conv_backward_weight(*dh, stem.images, {3, 1, 1}, dw, alloc);
+  }
+  params_.report_trained({stem_conv_, stem_bn_.weight, stem_bn_.bias}, ready);
+  saved.reset();
+  dh = OwnedTensor();
+  trunk_->release_input(trunk);
 }
 
 void ResNetModel::recalibrate_statistics(const BatchFeed& next) {
@@ -492,7 +349,7 @@ void ResNetModel::recalibrate_statistics(const BatchFeed& next) {
   for (int k = 0; next(images, labels); ++k) {
     bn_.momentum = 1.0 / (k + 1);
     forward(images, labels, /*keep_for_backward=*/true, kRecalibration);
-    in_flight_.erase(kRecalibration);
+    drop_micro_batch(kRecalibration);
   }
   bn_.momentum = momentum;
 }
@@ -502,8 +359,8 @@ void ResNetModel::logits(const Tensor& images, Tensor& out) {
   check_whole("logits()");
   const int64_t B = images.size(0), C = config_.widths[3], K = config_.num_classes;
   expect_shape(out, {B, K}, "logits", "out");
-  MicroBatch m;
-  const Tensor last = run_trunk(images, false, m);
+  TrunkContext trunk;
+  const Tensor& last = evaluate_trunk(images, trunk);
   const int head_site = site_count() - 1;
   hooks_.call_needed(head_site, ParamPass::forward);
   OwnedTensor pooled(*alloc_, {B, C}, dtype_, MemCategory::workspace);  // [B, C]

@@ -82,28 +82,16 @@ std::vector<double> shift_mask(int64_t R, int64_t w, int64_t shift) {
 std::vector<Component> SwinModel::component_specs(const SwinConfig& config,
                                                   const ModelLayout& layout) {
   config.validate();
-  std::vector<Component> out;
   const auto sites = block_sites(config);
   const int L = static_cast<int>(sites.size());
   const bool neuron = layout.granularity == Granularity::neuron;
-  if (layout.split_shared) {
-    // One shared component per site that reads shared parameters: the patch
-    // embedding, each merging block (at neuron granularity every block, for
-    // its norms and output biases), final norm and head.
-    out.push_back({"shared.input", ComponentKind::shared, -1, 0, {}, 0, -1, 0});
-    for (int b = 0; b < L; ++b)
-      if (neuron || sites[static_cast<size_t>(b)].shape.merge)
-        out.push_back(
-            {"shared.block." + std::to_string(b), ComponentKind::shared, b, 0, {}, 0, -1, 1 + b});
-    out.push_back({"shared.output", ComponentKind::shared, -1, 0, {}, 0, -1, L + 1});
-  } else {
-    out.push_back({"shared", ComponentKind::shared, -1, 0, {}, 0, -1, -1});
-  }
-  if (!neuron) {
-    for (int b = 0; b < L; ++b)
-      out.push_back({"block." + std::to_string(b), ComponentKind::block, b, 0, {}, 0, -1, 1 + b});
-    return out;
-  }
+  // Split shared components: the patch embedding, each merging block (at
+  // neuron granularity every block, for its norms and output biases), final
+  // norm and head.
+  std::vector<Component> out = shared_and_block_components(L, layout, [&](int b) {
+    return neuron || sites[static_cast<size_t>(b)].shape.merge;
+  });
+  if (!neuron) return out;
   for (int s = 0; s < config.stage_count(); ++s) {
     if (layout.head_groups < 1 ||
         config.num_heads[static_cast<size_t>(s)] % layout.head_groups != 0)
@@ -141,11 +129,8 @@ std::vector<Component> SwinModel::component_specs(const SwinConfig& config,
 }
 
 SwinModel::SwinModel(const SwinConfig& config, ModelLayout layout)
-    : config_(config), layout_(std::move(layout)) {
-  components_ = component_specs(config_, layout_);
-  place_components(components_, layout_, params_);
-  declare_parameters();
-  count_component_numel(components_, params_);
+    : BlockModel(std::move(layout)), config_(config) {
+  build_components(component_specs(config_, layout_), [this] { declare_parameters(); });
 }
 
 void SwinModel::declare_parameters() {
@@ -305,8 +290,7 @@ void SwinModel::declare_parameters() {
         c.block_drop_path(static_cast<int64_t>(b)), static_cast<int>(b), std::move(blocks[b])));
     trunk_blocks.push_back(blocks_.back().get());
   }
-  trunk_ = std::make_unique<Trunk>(params_, std::move(trunk_blocks));
-  trunk_->set_hooks(&hooks_);
+  set_blocks(std::move(trunk_blocks));
 }
 
 void SwinModel::set_drop_path(double rate) {
@@ -317,17 +301,7 @@ void SwinModel::set_drop_path(double rate) {
     blocks_[b]->set_drop_path(config_.block_drop_path(static_cast<int64_t>(b)));
 }
 
-void SwinModel::materialize(Allocator& alloc, DType dtype, const std::vector<bool>& held,
-                            const std::vector<bool>& trained,
-                            const std::vector<GroupShard>& shards) {
-  alloc_ = &alloc;
-  dtype_ = dtype;
-  params_.materialize(alloc, dtype, held, trained, shards);
-  build_constants();
-  in_flight_.clear();
-}
-
-void SwinModel::build_constants() {
+void SwinModel::materialize_constants() {
   // Constants of the model, not parameters (timm's non-persistent buffers).
   for (size_t b = 0; b < blocks_.size(); ++b) {
     const SwinBlockShape& s = shapes_[b];
@@ -346,28 +320,36 @@ void SwinModel::build_constants() {
   }
 }
 
-void SwinModel::check_site(int site) const {
-  if (site < 0 || site >= site_count())
-    fail("site ", site, " is not a site of model ", config_.name, " (valid: 0 .. ",
-         site_count() - 1, ")");
+std::vector<int> SwinModel::input_site_params() const {
+  return {embed_weight_, embed_bias_, embed_norm_weight_, embed_norm_bias_};
 }
 
-std::vector<int> SwinModel::site_params(int site) const {
-  check_site(site);
-  if (site == 0) return {embed_weight_, embed_bias_, embed_norm_weight_, embed_norm_bias_};
-  if (site == site_count() - 1) return {norm_weight_, norm_bias_, head_weight_, head_bias_};
-  std::vector<int> ids;
-  for (int id : blocks_[static_cast<size_t>(site - 1)]->param_ids())
-    if (id >= 0) ids.push_back(id);
-  return ids;
+std::vector<int> SwinModel::output_site_params() const {
+  return {norm_weight_, norm_bias_, head_weight_, head_bias_};
 }
 
-OwnedTensor SwinModel::embed(const Tensor& images, EmbedSaved* saved) {
+namespace {
+// What the patch embedding keeps for its weight gradients.
+struct EmbedSaved : StageContext {
+  OwnedTensor patches;     // [B, R0, R0, C p p]
+  OwnedTensor e;           // [B, R0, R0, D] before the norm
+  OwnedTensor mean, rstd;  // [B, R0, R0]
+};
+// What the final norm, pooling and head keep (the logits are the HeadContext's).
+struct NormPoolSaved : StageContext {
+  OwnedTensor mean, rstd;  // [B, R, R] final norm statistics
+  OwnedTensor normed;      // [B, R, R, C]
+  OwnedTensor pooled;      // [B, C]
+};
+}  // namespace
+
+OwnedTensor SwinModel::input_forward(const Tensor& images, bool train,
+                                     std::unique_ptr<StageContext>& saved) {
   Allocator& alloc = *alloc_;
   const int64_t B = images.size(0), p = config_.patch_size, R = config_.img_size / p;
   const int64_t D = config_.embed_dim, cpp = config_.in_chans * p * p;
   const DType st = accum_dtype(dtype_);
-  const MemCategory cat = saved ? kSaved : kScratch;
+  const MemCategory cat = train ? kSaved : kScratch;
   hooks_.call_needed(0, ParamPass::forward);
   OwnedTensor patches(alloc, {B, R, R, cpp}, dtype_, cat);  // [B, R, R, C p p]
   ops::patchify(images, p, *patches);
@@ -381,55 +363,50 @@ OwnedTensor SwinModel::embed(const Tensor& images, EmbedSaved* saved) {
   ops::layernorm_forward(*e, params_.param(embed_norm_weight_), params_.param(embed_norm_bias_),
                          config_.ln_eps, *h, *mean, *rstd);
   hooks_.call_done(0, ParamPass::forward);
-  if (saved) {
-    saved->patches = std::move(patches);
-    saved->e = std::move(e);
-    saved->mean = std::move(mean);
-    saved->rstd = std::move(rstd);
+  if (train) {
+    auto es = std::make_unique<EmbedSaved>();
+    es->patches = std::move(patches);
+    es->e = std::move(e);
+    es->mean = std::move(mean);
+    es->rstd = std::move(rstd);
+    saved = std::move(es);
   }
   return h;
 }
 
-void SwinModel::head_forward(const Tensor& last, HeadSaved& h, bool keep) {
+void SwinModel::output_forward(const Tensor& trunk_output, bool train, HeadContext& head) {
   Allocator& alloc = *alloc_;
+  const Tensor& last = trunk_output;  // [B, R, R, C]
   const int64_t B = last.size(0), R = last.size(1), C = last.size(3), K = config_.num_classes;
   const DType st = accum_dtype(dtype_);
-  const MemCategory cat = keep ? kSaved : kScratch;
+  const MemCategory cat = train ? kSaved : kScratch;
+  auto h = std::make_unique<NormPoolSaved>();
   const int head_site = site_count() - 1;
   hooks_.call_needed(head_site, ParamPass::forward);
-  h.mean = OwnedTensor(alloc, {B, R, R}, st, cat);
-  h.rstd = OwnedTensor(alloc, {B, R, R}, st, cat);
-  h.normed = OwnedTensor(alloc, {B, R, R, C}, dtype_, cat);  // [B, R, R, C]
+  h->mean = OwnedTensor(alloc, {B, R, R}, st, cat);
+  h->rstd = OwnedTensor(alloc, {B, R, R}, st, cat);
+  h->normed = OwnedTensor(alloc, {B, R, R, C}, dtype_, cat);  // [B, R, R, C]
   ops::layernorm_forward(last, params_.param(norm_weight_), params_.param(norm_bias_),
-                         config_.ln_eps, *h.normed, *h.mean, *h.rstd);
-  h.pooled = OwnedTensor(alloc, {B, C}, dtype_, cat);  // [B, C]
-  ops::token_mean_forward(*h.normed, *h.pooled);
-  h.logits = OwnedTensor(alloc, {B, K}, dtype_, cat);  // [B, K]
-  ops::linear_forward(*h.pooled, params_.param(head_weight_), *h.logits);
-  ops::bias_add_forward(*h.logits, params_.param(head_bias_));
+                         config_.ln_eps, *h->normed, *h->mean, *h->rstd);
+  h->pooled = OwnedTensor(alloc, {B, C}, dtype_, cat);  // [B, C]
+  ops::token_mean_forward(*h->normed, *h->pooled);
+  head.logits = OwnedTensor(alloc, {B, K}, dtype_, cat);  // [B, K]
+  ops::linear_forward(*h->pooled, params_.param(head_weight_), *head.logits);
+  ops::bias_add_forward(*head.logits, params_.param(head_bias_));
   hooks_.call_done(head_site, ParamPass::forward);
+  head.saved = std::move(h);
 }
 
-void SwinModel::set_stage(const StageSpan& span) {
-  const int L = static_cast<int>(blocks_.size());
-  check_stage_span(span, L, config_.name);
-  check_no_micro_batch_in_flight(in_flight_.size(), config_.name);
-  stage_ = span;
-  trunk_->set_block_range(span.first_block, span.end(L));
+void SwinModel::trim_head(HeadContext& head) {
+  static_cast<NormPoolSaved&>(*head.saved).normed = OwnedTensor();
 }
 
-void SwinModel::check_whole(const char* call) const {
-  check_whole_stage(stage_, static_cast<int>(blocks_.size()), call, config_.name);
-}
-
-Shape SwinModel::stage_input_shape(const Tensor& images, int first_block) const {
-  const int L = static_cast<int>(blocks_.size());
-  check_later_stage_start(first_block, L, config_.name);
+Shape SwinModel::block_input_shape(const Tensor& images, int block) const {
   if (images.ndim() != 4)
     fail("stage_input_shape: images must be [batch, channels, height, width], got ",
          images.describe());
-  const SwinBlockShape& s = shapes_[static_cast<size_t>(first_block)];
-  const int64_t R = s.merge ? 2 * s.resolution : s.resolution;
+  const SwinBlockShape& s = shapes_[static_cast<size_t>(block)];
+  const int64_t R = s.merge ? 2 * s.resolution : s.resolution;  // before the block's merging
   return {images.size(0), R, R, s.in_dim};
 }
 
@@ -444,199 +421,91 @@ DropPathKey SwinModel::key_for(int micro_batch, bool train) const {
   return k;
 }
 
-double SwinModel::forward(const Tensor& images, const Tensor& labels, bool keep_for_backward,
-                          int micro_batch) {
-  check_whole(keep_for_backward ? "forward()" : "forward(keep_for_backward = false)");
-  return run_stage(images, labels, OwnedTensor(), keep_for_backward, micro_batch);
+void SwinModel::enter_trunk(int micro_batch, bool train, bool backward) {
+  if (backward) {
+    auto it = keys_.find(micro_batch);
+    current_key_ = it != keys_.end() ? it->second : DropPathKey();
+    return;
+  }
+  current_key_ = key_for(micro_batch, train);
+  if (train) keys_[micro_batch] = current_key_;
 }
 
-double SwinModel::forward_stage(const Tensor& images, const Tensor& labels, OwnedTensor received,
-                                int micro_batch) {
-  return run_stage(images, labels, std::move(received), true, micro_batch);
+Shape SwinModel::check_inputs(const Tensor& images) const {
+  const int64_t S = config_.img_size;
+  if (images.ndim() != 4 || images.size(1) != config_.in_chans || images.size(2) != S ||
+      images.size(3) != S)
+    fail("forward: model ", config_.name, " needs images [batch, ", config_.in_chans, ", ", S,
+         ", ", S, "], got ", images.describe());
+  expect_dtype(images, dtype_, "forward", "images");
+  return {images.size(0)};
 }
 
-double SwinModel::run_stage(const Tensor& images, const Tensor& labels, OwnedTensor received,
-                            bool train, int micro_batch) {
-  SDP_CHECK(alloc_, "materialize() the model before forward()");
-  const int L = static_cast<int>(blocks_.size());
-  const bool first = stage_.has_input_stage(), last = stage_.has_output_stage(L);
-  int64_t B = 0;
-  if (first) {
-    SDP_CHECK(!received, "forward: the first stage embeds its images and receives nothing, got ",
-              received->describe());
-    const int64_t S = config_.img_size;
-    if (images.ndim() != 4 || images.size(1) != config_.in_chans || images.size(2) != S ||
-        images.size(3) != S)
-      fail("forward: model ", config_.name, " needs images [batch, ", config_.in_chans, ", ", S,
-           ", ", S, "], got ", images.describe());
-    expect_dtype(images, dtype_, "forward", "images");
-    B = images.size(0);
-  } else {
-    const SwinBlockShape& first_shape = shapes_[static_cast<size_t>(stage_.first_block)];
-    const int64_t R = first_shape.merge ? 2 * first_shape.resolution : first_shape.resolution;
-    SDP_CHECK(received, "forward_stage: stage ", stage_.describe(L), " of model ", config_.name,
-              " needs the previous stage's output [batch, ", R, ", ", R, ", ", first_shape.in_dim,
-              "]");
-    if (received->ndim() != 4 || received->size(1) != R || received->size(2) != R ||
-        received->size(3) != first_shape.in_dim)
-      fail("forward_stage: the received activation must be [batch, ", R, ", ", R, ", ",
-           first_shape.in_dim, "], got ", received->describe());
-    expect_dtype(*received, dtype_, "forward_stage", "received");
-    B = received->size(0);
-  }
-  if (last) {
-    expect_shape(labels, {B}, "forward", "labels");
-    expect_dtype(labels, DType::i32, "forward", "labels");
-  }
-  const DType st = accum_dtype(dtype_);
-  if (train) in_flight_.erase(micro_batch);
-
-  MicroBatch m;
-  m.key = key_for(micro_batch, train);
-  current_key_ = m.key;
-  Tensor last_entry;  // [B, R, R, C], the trunk's output
-  if (first) {
-    EmbedSaved es;
-    OwnedTensor h = embed(images, train ? &es : nullptr);
-    if (train) m.embed = std::move(es);
-    last_entry = trunk_->forward(m.trunk, std::move(h), train, /*keep_input=*/false, *alloc_);
-  } else {
-    last_entry =
-        trunk_->forward(m.trunk, std::move(received), train, /*keep_input=*/false, *alloc_);
-  }
-  current_key_ = DropPathKey();
-  if (!last) {
-    in_flight_.emplace(micro_batch, std::move(m));
-    return 0;
-  }
-
-  HeadSaved hs;
-  hs.labels = labels;
-  head_forward(last_entry, hs, train);
-  hs.lse = OwnedTensor(*alloc_, {B}, st, kSaved);
-  OwnedTensor losses(*alloc_, {B}, st, kScratch);  // [B]
-  ops::cross_entropy_forward(*hs.logits, labels, *losses, *hs.lse);
-  double total = 0;
-  if (labels.device() == Device::meta) {
-    total = std::numeric_limits<double>::quiet_NaN();
-    valid_targets_ = B;
-  } else {
-    valid_targets_ = ops::count_nonnegative(labels);
-    total = ops::sum(*losses);
-  }
-  if (train) {
-    // The head's backward reads only its own tensors and the trunk output.
-    hs.normed = OwnedTensor();
-    m.head = std::move(hs);
-    in_flight_.emplace(micro_batch, std::move(m));
-  }
-  return total;
+Shape SwinModel::check_received(const Tensor& received) const {
+  const SwinBlockShape& s = shapes_[static_cast<size_t>(stage_.first_block)];
+  const int64_t R = s.merge ? 2 * s.resolution : s.resolution;  // before the block's merging
+  if (received.ndim() != 4 || received.size(1) != R || received.size(2) != R ||
+      received.size(3) != s.in_dim)
+    fail("forward_stage: the received activation must be [batch, ", R, ", ", R, ", ", s.in_dim,
+         "], got ", received.describe());
+  return {received.size(0)};
 }
 
-const Tensor& SwinModel::stage_output(int micro_batch) const {
-  check_hands_on(stage_, static_cast<int>(blocks_.size()), config_.name);
-  auto it = in_flight_.find(micro_batch);
-  SDP_CHECK(it != in_flight_.end() && !it->second.trunk.backward_started,
-            "stage_output of micro-batch ", micro_batch,
-            " without its stage forward (or after its backward)");
-  return it->second.trunk.output();
-}
-
-void SwinModel::backward(double loss_scale, bool split_weight_grads, const GradsReady& ready,
-                         int micro_batch) {
-  check_whole("backward()");
-  backward_stage(OwnedTensor(), loss_scale, split_weight_grads, ready, micro_batch);
-}
-
-OwnedTensor SwinModel::backward_stage(OwnedTensor output_grad, double loss_scale,
-                                      bool split_weight_grads, const GradsReady& ready,
-                                      int micro_batch) {
-  auto it = in_flight_.find(micro_batch);
-  SDP_CHECK(it != in_flight_.end() && !it->second.trunk.backward_started,
-            "backward() of micro-batch ", micro_batch,
-            " without a preceding training forward() of it");
-  SDP_CHECK(params_.has_grads(), "backward() needs allocated gradients (allocate_grads())");
+OwnedTensor SwinModel::output_backward(HeadContext& head, const Tensor& trunk_output,
+                                       const GradsReady& ready) {
   Allocator& alloc = *alloc_;
-  MicroBatch& m = it->second;
-  const int L = static_cast<int>(blocks_.size());
-  const bool first = stage_.has_input_stage(), last = stage_.has_output_stage(L);
-  OwnedTensor dh;  // [B, R, R, C], the gradient of the trunk's output entry
-  if (last) {
-    SDP_CHECK(!output_grad, "backward_stage: the last stage starts from its loss; got an output ",
-              "gradient ", output_grad->describe());
-    HeadSaved& h = *m.head;
-    const Tensor& out = m.trunk.output();  // [B, R, R, C]
-    const int head_site = site_count() - 1;
-    ops::cross_entropy_backward_input(*h.logits, h.labels, *h.lse, loss_scale, *h.logits);
-    hooks_.call_needed(head_site, ParamPass::backward);
-    OwnedTensor dpooled(alloc, h.pooled->shape(), dtype_, kScratch);  // [B, C]
-    ops::linear_backward_input(*h.logits, params_.param(head_weight_), *dpooled);
-    OwnedTensor dnormed(alloc, out.shape(), dtype_, kScratch);  // [B, R, R, C]
-    ops::token_mean_backward_input(*dpooled, *dnormed);
-    dh = OwnedTensor(alloc, out.shape(), dtype_, kSaved);  // [B, R, R, C]
-    ops::layernorm_backward_input(*dnormed, out, params_.param(norm_weight_), *h.mean, *h.rstd,
-                                  *dh);
-    hooks_.call_done(head_site, ParamPass::backward);
-    if (params_.is_trained(head_weight_)) {
-      Tensor dw = params_.grad(head_weight_), db = params_.grad(head_bias_);
-      ops::linear_backward_weight(*h.logits, *h.pooled, dw);
-      ops::bias_backward_weight(*h.logits, db);
-    }
-    if (params_.is_trained(norm_weight_)) {
-      Tensor dnw = params_.grad(norm_weight_), dnb = params_.grad(norm_bias_);
-      ops::layernorm_backward_weight(*dnormed, out, *h.mean, *h.rstd, dnw, dnb);
-    }
-    params_.report_trained({norm_weight_, norm_bias_, head_weight_, head_bias_}, ready);
-    m.head.reset();
-  } else {
-    SDP_CHECK(output_grad, "backward_stage: stage ", stage_.describe(L),
-              " needs the next stage's gradient of its output");
-    expect_shape(*output_grad, m.trunk.output().shape(), "backward_stage", "output_grad");
-    expect_dtype(*output_grad, dtype_, "backward_stage", "output_grad");
-    dh = std::move(output_grad);
+  const NormPoolSaved& h = static_cast<const NormPoolSaved&>(*head.saved);
+  const Tensor& out = trunk_output;  // [B, R, R, C]
+  const int head_site = site_count() - 1;
+  hooks_.call_needed(head_site, ParamPass::backward);
+  OwnedTensor dpooled(alloc, h.pooled->shape(), dtype_, kScratch);  // [B, C]
+  ops::linear_backward_input(*head.logits, params_.param(head_weight_), *dpooled);
+  OwnedTensor dnormed(alloc, out.shape(), dtype_, kScratch);  // [B, R, R, C]
+  ops::token_mean_backward_input(*dpooled, *dnormed);
+  OwnedTensor dh(alloc, out.shape(), dtype_, kSaved);  // [B, R, R, C]
+  ops::layernorm_backward_input(*dnormed, out, params_.param(norm_weight_), *h.mean, *h.rstd, *dh);
+  hooks_.call_done(head_site, ParamPass::backward);
+  if (params_.is_trained(head_weight_)) {
+    Tensor dw = params_.grad(head_weight_), db = params_.grad(head_bias_);
+    ops::linear_backward_weight(*head.logits, *h.pooled, dw);
+    ops::bias_backward_weight(*head.logits, db);
   }
-
-  // A checkpointed block's recomputation draws the same samples.
-  current_key_ = m.key;
-  dh = trunk_->backward(m.trunk, std::move(dh), split_weight_grads, ready, alloc);
-  current_key_ = DropPathKey();
-
-  if (first) {
-    // The patch embedding: no gradient for the images, only its weights'.
-    EmbedSaved& es = *m.embed;
-    const int64_t B = es.e->size(0), R = es.e->size(1), D = es.e->size(3);
-    const int64_t cpp = es.patches->size(3);
-    if (params_.is_trained(embed_norm_weight_)) {
-      Tensor dw = params_.grad(embed_norm_weight_), db = params_.grad(embed_norm_bias_);
-      ops::layernorm_backward_weight(*dh, *es.e, *es.mean, *es.rstd, dw, db);
-    }
-    if (params_.is_trained(embed_weight_)) {
-      hooks_.call_needed(0, ParamPass::backward);
-      OwnedTensor de(alloc, es.e->shape(), dtype_, kScratch);  // [B, R, R, D]
-      ops::layernorm_backward_input(*dh, *es.e, params_.param(embed_norm_weight_), *es.mean,
-                                    *es.rstd, *de);
-      hooks_.call_done(0, ParamPass::backward);
-      Tensor dw = params_.grad(embed_weight_).view({D, cpp}), db = params_.grad(embed_bias_);
-      const Tensor de2 = de->view({B * R * R, D});
-      ops::linear_backward_weight(de2, es.patches->view({B * R * R, cpp}), dw);
-      ops::bias_backward_weight(de2, db);
-    }
-    params_.report_trained({embed_weight_, embed_bias_, embed_norm_weight_, embed_norm_bias_},
-                           ready);
-    m.embed.reset();
-    dh = OwnedTensor();
+  if (params_.is_trained(norm_weight_)) {
+    Tensor dnw = params_.grad(norm_weight_), dnb = params_.grad(norm_bias_);
+    ops::layernorm_backward_weight(*dnormed, out, *h.mean, *h.rstd, dnw, dnb);
   }
-  if (!split_weight_grads) in_flight_.erase(it);
+  params_.report_trained({norm_weight_, norm_bias_, head_weight_, head_bias_}, ready);
+  head.release();
   return dh;
 }
 
-void SwinModel::backward_weight(const GradsReady& ready, int micro_batch) {
-  auto it = in_flight_.find(micro_batch);
-  SDP_CHECK(it != in_flight_.end() && it->second.trunk.backward_started,
-            "backward_weight() of micro-batch ", micro_batch,
-            " needs backward(split_weight_grads = true) of it first");
-  trunk_->backward_weight(it->second.trunk, ready, *alloc_);
-  in_flight_.erase(it);
+void SwinModel::input_backward(std::unique_ptr<StageContext>& saved, OwnedTensor dh,
+                               TrunkContext& trunk, const GradsReady& ready) {
+  (void)trunk;
+  // The patch embedding: no gradient for the images, only its weights'.
+  Allocator& alloc = *alloc_;
+  EmbedSaved& es = static_cast<EmbedSaved&>(*saved);
+  const int64_t B = es.e->size(0), R = es.e->size(1), D = es.e->size(3);
+  const int64_t cpp = es.patches->size(3);
+  if (params_.is_trained(embed_norm_weight_)) {
+    Tensor dw = params_.grad(embed_norm_weight_), db = params_.grad(embed_norm_bias_);
+    ops::layernorm_backward_weight(*dh, *es.e, *es.mean, *es.rstd, dw, db);
+  }
+  if (params_.is_trained(embed_weight_)) {
+    hooks_.call_needed(0, ParamPass::backward);
+    OwnedTensor de(alloc, es.e->shape(), dtype_, kScratch);  // [B, R, R, D]
+    ops::layernorm_backward_input(*dh, *es.e, params_.param(embed_norm_weight_), *es.mean,
+                                  *es.rstd, *de);
+    hooks_.call_done(0, ParamPass::backward);
+    Tensor dw = params_.grad(embed_weight_).view({D, cpp}), db = params_.grad(embed_bias_);
+    const Tensor de2 = de->view({B * R * R, D});
+    ops::linear_backward_weight(de2, es.patches->view({B * R * R, cpp}), dw);
+    ops::bias_backward_weight(de2, db);
+  }
+  params_.report_trained({embed_weight_, embed_bias_, embed_norm_weight_, embed_norm_bias_},
+                         ready);
+  saved.reset();
+  dh = OwnedTensor();
 }
 
 void SwinModel::logits(const Tensor& images, Tensor& out) {
@@ -644,13 +513,11 @@ void SwinModel::logits(const Tensor& images, Tensor& out) {
   check_whole("logits()");
   const int64_t B = images.size(0), K = config_.num_classes;
   expect_shape(out, {B, K}, "logits", "out");
-  MicroBatch m;
-  current_key_ = DropPathKey();
-  OwnedTensor h = embed(images, nullptr);
-  const Tensor last = trunk_->forward(m.trunk, std::move(h), false, false, *alloc_);
-  HeadSaved hs;
-  head_forward(last, hs, false);
-  ops::copy(*hs.logits, out);
+  TrunkContext trunk;
+  const Tensor& last = evaluate_trunk(images, trunk);
+  HeadContext head;
+  output_forward(last, /*train=*/false, head);
+  ops::copy(*head.logits, out);
 }
 
 }  // namespace sdp::swin

@@ -32,20 +32,17 @@
 #include <optional>
 #include <vector>
 
-#include "models/common/model.h"
-#include "models/common/trunk.h"
+#include "models/common/block_model.h"
 #include "models/swin/swin_block.h"
 #include "models/swin/swin_config.h"
 
 namespace sdp::swin {
 
-class SwinModel final : public Model {
+class SwinModel final : public BlockModel {
  public:
   explicit SwinModel(const SwinConfig& config, ModelLayout layout = {});
   static std::vector<Component> component_specs(const SwinConfig& config,
                                                 const ModelLayout& layout);
-  SwinModel(const SwinModel&) = delete;
-  SwinModel& operator=(const SwinModel&) = delete;
 
   const SwinConfig& config() const { return config_; }
   const std::string& name() const override { return config_.name; }
@@ -53,25 +50,9 @@ class SwinModel final : public Model {
   nlohmann::json config_json() const override { return config_.to_json(); }
   int64_t image_channels() const override { return config_.in_chans; }
   int64_t image_side() const override { return config_.img_size; }
-  ParameterSet& params() override { return params_; }
-  const ParameterSet& params() const override { return params_; }
-  const std::vector<Component>& components() const override { return components_; }
-  const ModelLayout& layout() const override { return layout_; }
-
-  void materialize(Allocator& alloc, DType dtype, const std::vector<bool>& held_groups = {},
-                   const std::vector<bool>& trained_groups = {},
-                   const std::vector<GroupShard>& shards = {}) override;
-  Allocator& allocator() const override { return *alloc_; }
-  DType dtype() const override { return dtype_; }
 
   // images [B, in_chans, img, img] in the model's dtype, labels [B] i32
-  // (negative = ignored).
-  double forward(const Tensor& images, const Tensor& labels, bool keep_for_backward = true,
-                 int micro_batch = 0) override;
-  int64_t valid_targets() const override { return valid_targets_; }
-  void backward(double loss_scale, bool split_weight_grads = false, const GradsReady& ready = {},
-                int micro_batch = 0) override;
-  void backward_weight(const GradsReady& ready = {}, int micro_batch = 0) override;
+  // (negative = ignored); the protocol is BlockModel's.
   // Class scores [B, num_classes] of an evaluation forward. Whole span only.
   void logits(const Tensor& images, Tensor& out);
 
@@ -81,78 +62,52 @@ class SwinModel final : public Model {
   void set_drop_path(double rate) override;
   void set_sample_key(const SampleKey& key) override { sample_key_ = key; }
 
-  // Pipeline stages (model.h): a stage after block 0 receives its first
-  // block's input [B, R, R, C] (before that block's merging).
-  void set_stage(const StageSpan& span) override;
-  const StageSpan& stage() const override { return stage_; }
-  Shape stage_input_shape(const Tensor& images, int first_block) const override;
-  double forward_stage(const Tensor& images, const Tensor& labels, OwnedTensor received,
-                       int micro_batch) override;
-  const Tensor& stage_output(int micro_batch) const override;
-  OwnedTensor backward_stage(OwnedTensor output_grad, double loss_scale, bool split_weight_grads,
-                             const GradsReady& ready, int micro_batch) override;
+  // Block b reads [B, R, R, C] (before its merging); a stage after block 0
+  // receives that of its first block.
+  Shape block_input_shape(const Tensor& images, int block) const override;
 
-  // Sites (model.h): 0 the patch embedding, 1 + b block b (with its
-  // merging), L + 1 final norm and head.
-  int site_count() const override { return static_cast<int>(blocks_.size()) + 2; }
-  std::vector<int> site_params(int site) const override;
-  void set_param_hooks(ParamHooks hooks) override { hooks_ = std::move(hooks); }
-  void set_recompute(const RecomputePolicy& policy) override { trunk_->set_recompute(policy); }
-  const RecomputePolicy& recompute() const { return trunk_->recompute(); }
-  size_t micro_batches_in_flight() const { return in_flight_.size(); }
   bool block_runs(size_t b) const { return blocks_[b]->runs(); }
   const SwinBlock& block(size_t b) const { return *blocks_[b]; }
 
  private:
-  struct EmbedSaved {
-    OwnedTensor patches;     // [B, R0, R0, C p p]
-    OwnedTensor e;           // [B, R0, R0, D] before the norm
-    OwnedTensor mean, rstd;  // [B, R0, R0]
-  };
-  struct HeadSaved {
-    OwnedTensor mean, rstd;   // [B, R, R] final norm statistics
-    OwnedTensor normed;       // [B, R, R, C]
-    OwnedTensor pooled;       // [B, C]
-    OwnedTensor logits, lse;  // [B, classes] (becomes its gradient), [B]
-    Tensor labels;            // [B]
-  };
-  struct MicroBatch {
-    std::optional<EmbedSaved> embed;
-    std::optional<HeadSaved> head;
-    DropPathKey key;
-    TrunkContext trunk;
-  };
+  // Sites: 0 the patch embedding, 1 + b block b (with its merging), L + 1
+  // final norm and head.
+  std::vector<int> input_site_params() const override;
+  std::vector<int> output_site_params() const override;
+  Shape check_inputs(const Tensor& images) const override;
+  Shape check_received(const Tensor& received) const override;
+  const char* targets_word() const override { return "labels"; }
+  // The window constants (timm's non-persistent buffers).
+  void materialize_constants() override;
+  // The patch embedding: patchify, linear, LayerNorm -> [B, R0, R0, D].
+  OwnedTensor input_forward(const Tensor& images, bool train,
+                            std::unique_ptr<StageContext>& saved) override;
+  void input_backward(std::unique_ptr<StageContext>& saved, OwnedTensor dx, TrunkContext& trunk,
+                      const GradsReady& ready) override;
+  // Final norm, the mean over tokens and the head: logits [B, classes].
+  void output_forward(const Tensor& trunk_output, bool train, HeadContext& head) override;
+  // The head's backward reads only its own tensors and the trunk output.
+  void trim_head(HeadContext& head) override;
+  OwnedTensor output_backward(HeadContext& head, const Tensor& trunk_output,
+                              const GradsReady& ready) override;
+  // The samples a micro-batch drops: drawn at its training forward, the
+  // same again for a checkpointed block's recomputation in its backward.
+  void enter_trunk(int micro_batch, bool train, bool backward) override;
+  void leave_trunk() override { current_key_ = DropPathKey(); }
 
   void declare_parameters();
-  void build_constants();
-  OwnedTensor embed(const Tensor& images, EmbedSaved* saved);
-  // Final norm, pooling and head: the logits [B, classes] of `last`.
-  void head_forward(const Tensor& last, HeadSaved& h, bool keep);
-  double run_stage(const Tensor& images, const Tensor& labels, OwnedTensor received, bool train,
-                   int micro_batch);
   DropPathKey key_for(int micro_batch, bool train) const;
-  void check_whole(const char* call) const;
-  void check_site(int site) const;
 
   SwinConfig config_;
-  ModelLayout layout_;
-  std::vector<Component> components_;
-  ParameterSet params_;
   int embed_weight_ = -1, embed_bias_ = -1, embed_norm_weight_ = -1, embed_norm_bias_ = -1;
   int norm_weight_ = -1, norm_bias_ = -1, head_weight_ = -1, head_bias_ = -1;
   std::vector<SwinBlockShape> shapes_;
   std::vector<std::unique_ptr<WindowConstants>> constants_;  // per block
   std::vector<std::unique_ptr<SwinBlock>> blocks_;
-  std::unique_ptr<Trunk> trunk_;
-  ParamHooks hooks_;
-  Allocator* alloc_ = nullptr;
-  DType dtype_ = DType::f32;
 
   std::optional<SampleKey> sample_key_;
+  std::map<int, DropPathKey> keys_;  // per micro-batch in flight, from its training forward
   DropPathKey current_key_;  // what the blocks read while a forward (or recompute) runs
-  StageSpan stage_;
-  std::map<int, MicroBatch> in_flight_;
-  int64_t valid_targets_ = 0;
 };
 
 }  // namespace sdp::swin
