@@ -9,6 +9,7 @@
 #include <CLI/CLI.hpp>
 
 #include "apps/integer_option.h"
+#include "apps/training_options.h"
 #include "engine/pipeline/costs_json.h"
 #include "apps/sdp-pipeline/model_costs.h"
 #include "apps/sdp-pipeline/report.h"
@@ -281,8 +282,7 @@ int main(int argc, char** argv) {
   app.add_option("--seq", o.seq, "With --model: tokens per sequence (ResNet: the image side, 32 for CIFAR; a "
                  "Swin uses its own)")
       ->check(app::integer_in(int64_t{1}, int64_t{1} << 20));
-  app.add_option("--stage-blocks", o.stage_blocks,
-                 "With --model: blocks per stage, e.g. 3,3,3,3 (default: balanced by counted FLOPs, as sdp-train)");
+  app::add_training_option(app, o.stage_blocks, "stage_blocks");  // with --model
   app.add_option("--dtype", o.dtype, "With --model: parameter dtype, f32 or bf16")->capture_default_str();
   app.add_option("--flops-per-second", o.flops_per_second, "With --model: one rate turning FLOPs into seconds");
   app.add_option("--calibrate", o.calibrate,

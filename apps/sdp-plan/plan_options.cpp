@@ -2,9 +2,9 @@
 
 #include <cmath>
 #include <cstdio>
-#include <limits>
 
 #include "apps/integer_option.h"
+#include "apps/training_options.h"
 
 #include "engine/checkpoint/byte_size.h"
 #include "engine/core/device_target.h"
@@ -77,13 +77,7 @@ StrategyRequest parse_strategy_item(const std::string& item) {
 
 void add_options(CLI::App& app, PlanOptions& o) {
   TrainConfig& c = o.base;
-  ParallelSettings& p = c.parallel;
-  namespace L = config_limits;
-  app.add_option("--model", c.model,
-                 "Named model (sdp-train --list-models): LLaMA tiny, mini, small, small-32k, "
-                 "llama-134m, llama-500m, llama-1b; CIFAR ResNets and Swin Transformers "
-                 "(resnet18, swin-t, ...)")
-      ->required();
+  app::add_training_option(app, c, "model")->required();
   app.add_option("--world", o.world, "Number of ranks N of the job to plan")
       ->check(app::integer_in(int64_t{1}, kMaxWorld))
       ->required();
@@ -97,51 +91,13 @@ void add_options(CLI::App& app, PlanOptions& o) {
                         "bb-sdp, nb-sdp, which a pipeline refuses"))
       ->capture_default_str();
   strategies->each([&o](const std::string&) { o.strategies_given = true; });
-  app.add_option("--batch", c.batch, "Sequences per micro-batch per rank")
-      ->check(app::integer_in(int64_t{1}, L::kBatch))
-      ->capture_default_str();
-  app.add_option("--seq", c.seq, "Tokens per sequence (<= the model's max_seq)")
-      ->check(app::integer_in(int64_t{1}, L::kSeq))
-      ->capture_default_str();
-  app.add_option("--grad-accum,--micro-batches", c.grad_accum,
-                 "Micro-batches per optimizer step (per replica); with a pipeline, its M")
-      ->check(app::integer_in(int64_t{1}, L::kGradAccum))
-      ->capture_default_str();
-  app.add_option("--pipeline-stages", p.pipeline_stages,
-                 "Pipeline stages P (1 = none), as in sdp-train: --world is P x D, stage s on "
-                 "ranks s D .. s D + D - 1, each strategy's plan over the D replicas")
-      ->check(app::integer_in(int64_t{1}, L::kPipelineStages))
-      ->capture_default_str();
-  app.add_option("--schedule", p.schedule,
-                 "Pipeline schedule: gpipe, 1f1b, gpipe-2bp, 1f1b-2bp, zb-h1, or file:PATH")
-      ->capture_default_str();
-  app.add_option("--stage-blocks", p.stage_blocks,
-                 "Blocks per pipeline stage, e.g. 2,2 (default: balanced by counted FLOPs)");
-  app.add_option("--dtype", c.dtype, "f32, f64 or bf16 (bf16 parameters, f32 masters)")
-      ->capture_default_str();
-  app.add_option("--plan", p.plan, "Subnet plan construction: cyclic or random")
-      ->capture_default_str();
-  app.add_option("--plan-seed", p.plan_seed, "Seed of random plans")
-      ->check(app::integer_in(uint64_t{0}, std::numeric_limits<uint64_t>::max()))
-      ->capture_default_str();
-  app.add_option("--ffn-groups", p.ffn_groups,
-                 "Neuron strategies: FFN unit groups per block (0 = largest <= 4 dividing F)")
-      ->check(app::integer_in(int64_t{0}, L::kGroups))
-      ->capture_default_str();
-  app.add_option("--head-groups", p.head_groups,
-                 "Neuron strategies: head groups per block (0 = largest <= 4 dividing the KV "
-                 "heads)")
-      ->check(app::integer_in(int64_t{0}, L::kGroups))
-      ->capture_default_str();
-  app.add_option("--channel-groups", p.channel_groups,
-                 "Neuron strategies on a ResNet: inner-channel groups per basic block (0 = "
-                 "largest <= 8 dividing every width)")
-      ->check(app::integer_in(int64_t{0}, L::kGroups))
-      ->capture_default_str();
-  app.add_option("--data", c.data,
-                 "Data spec as in sdp-train (its shapes matter: a ResNet's image size; "
-                 "synthetic = the model family's synthetic data)")
-      ->capture_default_str();
+  // The config fields this planner takes, as sdp-train takes them.
+  for (const char* field : {"batch", "seq", "grad_accum", "pipeline_stages", "schedule"})
+    app::add_training_option(app, c, field)->capture_default_str();
+  app::add_training_option(app, c, "stage_blocks");
+  for (const char* field :
+       {"dtype", "plan", "plan_seed", "ffn_groups", "head_groups", "channel_groups", "data"})
+    app::add_training_option(app, c, field)->capture_default_str();
   app.add_option("--format", o.format, "markdown, csv or json")->capture_default_str();
   app.add_flag("--per-rank", o.per_rank,
                "Add each rank's peak memory and bytes sent (a rank x strategy table; csv: one "

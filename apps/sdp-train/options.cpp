@@ -6,6 +6,7 @@
 #include <map>
 
 #include "apps/integer_option.h"
+#include "apps/training_options.h"
 #include "engine/core/error.h"
 #include "engine/parallel/strategy_table.h"
 
@@ -32,27 +33,13 @@ void add_options(CLI::App& app, CliOptions& o) {
                "bytes a device would hold per category");
 
   auto* model = app.add_option_group("Model and data");
-  model->add_option("--model", c.model,
-                    "Named model (--list-models): LLaMA tiny, mini, small, small-32k, llama-134m, "
-                    "llama-500m, llama-1b; CIFAR ResNets resnet-tiny, resnet-mini, resnet18, "
-                    "wrn18, "
-                    "resnet152-basic; CIFAR Swin Transformers swin-micro, swin-mini, swin-t");
-  model->add_option("--data", c.data,
-                    "LLaMA tokens: synthetic[:vocab=V,seed=S], text:PATH (bytes), "
-                    "llmc:PATH[,PATH...] (llm.c .bin shards). Images (ResNet, Swin): synthetic "
-                    "(= synthetic-images[:classes=K,...]), cifar10:DIR, cifar100:DIR");
+  add_training_options(*model, c, {"model", "data"});
   auto* batch = app.add_option_group("Batch and schedule");
-  batch->add_option("--batch", c.batch,
-                    "Sequences (LLaMA) or images (ResNet, Swin) per micro-batch per rank")
-      ->check(integer_in(int64_t{1}, L::kBatch));
+  add_training_option(*batch, c, "batch");
   model->add_option("--drop-path", c.drop_path,
                     "Stochastic depth rate of the last block, linear from 0 at the first (Swin "
                     "only; -1 = the model's default: 0.2 for swin-t, 0 otherwise)");
-  batch->add_option("--seq", c.seq, "Tokens per sequence (<= the model's max_seq; LLaMA only)")
-      ->check(integer_in(int64_t{1}, L::kSeq));
-  batch->add_option("--grad-accum,--micro-batches", c.grad_accum,
-                    "Micro-batches per optimizer step (per replica); with a pipeline, its M")
-      ->check(integer_in(int64_t{1}, L::kGradAccum));
+  add_training_options(*batch, c, {"seq", "grad_accum"});
   batch->add_option("--steps", c.steps, "Optimizer steps")
       ->check(integer_in(int64_t{0}, L::kSteps));
   batch->add_option("--lr", c.lr, "Peak learning rate (0, 10]");
@@ -83,9 +70,7 @@ void add_options(CLI::App& app, CliOptions& o) {
   run->add_option("--seed", c.seed, "Seed of initialization and data")
       ->check(integer_in(uint64_t{0}, std::numeric_limits<uint64_t>::max()));
   run->add_option("--device", c.device, "cpu, cuda, or a dry run: meta (the bytes of a CUDA run) or meta-cpu (of a CPU run)");
-  run->add_option("--dtype", c.dtype,
-                 "f32, f64 (cpu) or bf16 (cuda: bf16 parameters and activations, f32 master "
-                 "weights, gradients and AdamW state)");
+  add_training_option(*run, c, "dtype");
   run->add_option("--threads", c.threads,
                   "OpenMP threads; 0 = OMP_NUM_THREADS or all cores (at most the logical CPUs "
                   "this process may use)")
@@ -95,25 +80,7 @@ void add_options(CLI::App& app, CliOptions& o) {
   par->add_option("--strategy", p.strategy, strategy_help());
   par->add_option("--active-fraction", p.active_fraction,
                   "C in (0, 1]: share of components each rank owns (ddp, fsdp: 1)");
-  par->add_option("--plan", p.plan,
-                  "Subnet plan: cyclic, random, weighted:W0,W1,... (ranks of unequal memory: one "
-                  "weight or size per rank, e.g. weighted:80GiBx4,40GiBx4; each component keeps "
-                  "round(C N) owners, each rank's share of them follows its weight), or file:PATH "
-                  "(an ownership matrix, {\"matrix\": [\"1010\", \"0101\"]}: a row of 0/1 per "
-                  "rank, or per replica of a pipeline stage)");
-  par->add_option("--plan-seed", p.plan_seed, "Seed of random plans")
-      ->check(integer_in(uint64_t{0}, std::numeric_limits<uint64_t>::max()));
-  par->add_option("--ffn-groups", p.ffn_groups,
-                  "Neuron strategies: FFN unit groups per block (0 = largest <= 4 dividing F)")
-      ->check(integer_in(int64_t{0}, L::kGroups));
-  par->add_option("--head-groups", p.head_groups,
-                  "Neuron strategies: head groups per block (0 = largest <= 4 dividing the KV "
-                  "heads)")
-      ->check(integer_in(int64_t{0}, L::kGroups));
-  par->add_option("--channel-groups", p.channel_groups,
-                  "Neuron strategies on a ResNet: inner-channel groups per basic block (0 = "
-                  "largest <= 8 dividing every width)")
-      ->check(integer_in(int64_t{0}, L::kGroups));
+  add_training_options(*par, c, {"plan", "plan_seed", "ffn_groups", "head_groups", "channel_groups"});
   par->add_option("--shard", p.shard,
                   "Training state partitioned over the ranks sharing each storage group: none, "
                   "optimizer (ZeRO-1: AdamW state), grad (ZeRO-2: + gradients), full (ZeRO-3 / "
@@ -125,16 +92,7 @@ void add_options(CLI::App& app, CliOptions& o) {
   par->add_option("--activation-checkpointing", p.activation_checkpointing,
                   "Blocks that keep only their input and recompute their forward before "
                   "backward: none, block (every block), every:K (every K-th block)");
-  par->add_option("--pipeline-stages", p.pipeline_stages,
-                  "Pipeline stages P (1 = none); the world is P x D, stage s on ranks s D .. "
-                  "s D + D - 1, its D replicas running --strategy among themselves")
-      ->check(integer_in(int64_t{1}, L::kPipelineStages));
-  par->add_option("--schedule", p.schedule,
-                  "Pipeline schedule: gpipe, 1f1b, gpipe-2bp, 1f1b-2bp (two-stage backward: "
-                  "weight gradients deferred), zb-h1, or file:PATH (a schedule JSON)");
-  par->add_option("--stage-blocks", p.stage_blocks,
-                  "Blocks per pipeline stage, e.g. 3,3,3,3 (uneven allowed); default: balanced "
-                  "by counted FLOPs");
+  add_training_options(*par, c, {"pipeline_stages", "schedule", "stage_blocks"});
   par->add_option("--bucket-mb", c.bucket_mb,
                   "Gradient buckets (MiB) reduced during backward; 0 = after backward; "
                   "-1 = auto (25 on cuda, 0 elsewhere); at most 1048576");

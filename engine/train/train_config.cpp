@@ -15,16 +15,6 @@
 
 namespace sdp {
 
-// One table of fields serves to_json, from_json and the unknown-key check:
-// the run's own fields, then the parallel settings' (flat keys as well).
-#define SDP_TRAIN_CONFIG_FIELDS(X)                                                      \
-  X(model) X(data) X(batch) X(seq) X(grad_accum) X(steps) X(drop_path) X(lr)            \
-  X(min_lr) X(warmup) X(weight_decay) X(beta1) X(beta2) X(eps) X(grad_clip)             \
-  X(eval_every) X(eval_batches) X(recalibration_images) X(seed) X(device) X(dtype)      \
-  X(threads) X(comm_timeout) X(bucket_mb) X(grad_reduce_dtype) X(emulate_world)         \
-  X(emulate_rank) X(save_dir) X(save_every) X(resume) X(max_shard_size)                 \
-  X(checkpoint_format) X(metrics) X(progress) X(skip_nonfinite) X(pipeline_timeline)
-
 // The CPUs of this process's affinity mask (what OpenMP's
 // omp_get_num_procs() counts), read without OpenMP so that the config layer
 // builds alone (the fuzz targets compile it with another compiler).

@@ -18,6 +18,18 @@ namespace sdp {
 // logical CPUs this process may use.
 int max_threads();
 
+// Every field of TrainConfig once, X(field), then the parallel settings'
+// (SDP_PARALLEL_SETTINGS_FIELDS, flat keys as well): to_json, from_json and
+// its unknown-key check iterate them, and so do the apps' shared flags
+// (apps/training_options.h), so a new field cannot be forgotten there.
+#define SDP_TRAIN_CONFIG_FIELDS(X)                                                      \
+  X(model) X(data) X(batch) X(seq) X(grad_accum) X(steps) X(drop_path) X(lr)            \
+  X(min_lr) X(warmup) X(weight_decay) X(beta1) X(beta2) X(eps) X(grad_clip)             \
+  X(eval_every) X(eval_batches) X(recalibration_images) X(seed) X(device) X(dtype)      \
+  X(threads) X(comm_timeout) X(bucket_mb) X(grad_reduce_dtype) X(emulate_world)         \
+  X(emulate_rank) X(save_dir) X(save_every) X(resume) X(max_shard_size)                 \
+  X(checkpoint_format) X(metrics) X(progress) X(skip_nonfinite) X(pipeline_timeline)
+
 struct TrainConfig {
   // model and data
   std::string model = "tiny";           // a named model (models/registry.h): LLaMA or CIFAR ResNet
