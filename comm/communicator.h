@@ -53,6 +53,7 @@ struct Traffic {
   int64_t payload_bytes = 0;  // sum of S over the calls
   double sent_bytes = 0;      // ring-formula bytes this rank sent
   int64_t latency_steps = 0;  // sequential ring messages (the table above)
+  bool operator==(const Traffic&) const = default;
   void add(const Traffic& o) {
     calls += o.calls;
     payload_bytes += o.payload_bytes;
@@ -72,7 +73,12 @@ class CommStats {
   void record(Op op, const std::string& group, int group_size, int64_t payload_bytes,
               bool is_root);
   const Traffic& by_op(Op op) const { return by_op_[static_cast<size_t>(op)]; }
+  const std::array<Traffic, kOpCount>& by_op() const { return by_op_; }  // [Op]
   const std::map<std::string, Traffic>& by_group() const { return by_group_; }
+  // Each group's traffic by op: [group][Op].
+  const std::map<std::string, std::array<Traffic, kOpCount>>& by_group_op() const {
+    return by_group_op_;
+  }
   Traffic total() const;
   void reset();  // e.g. at the start of each step
   // Wall time spent inside collectives (blocking calls, and the wait() of
@@ -82,6 +88,7 @@ class CommStats {
   // {"sent_bytes", "payload_bytes", "calls", "latency_steps", "wait_seconds",
   //  "by_op": {...}, "by_group": {name: {..., "by_op": {the ops it ran}}}}
   nlohmann::json to_json() const;
+  bool operator==(const CommStats&) const = default;
 
  private:
   std::array<Traffic, kOpCount> by_op_{};

@@ -85,9 +85,9 @@ void meta_bytes_equal_cpu_bytes(const Family& family) {
         const StepResult a = cpu.train_step();
         const StepResult b = meta.train_step();
         REQUIRE(a.memory == b.memory);
-        REQUIRE(a.memory["peak"]["at_peak"]["activation"].get<size_t>() > 0);
+        REQUIRE(a.memory.at_peak[MemCategory::activation] > 0);
         if (family.needs_workspace)
-          REQUIRE(a.memory["peak"]["at_peak"]["workspace"].get<size_t>() > 0);
+          REQUIRE(a.memory.at_peak[MemCategory::workspace] > 0);
         REQUIRE(a.unit == std::string(family.unit));
         REQUIRE(a.examples == examples);
       }

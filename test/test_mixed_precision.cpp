@@ -23,9 +23,7 @@ TrainConfig tiny_meta(const std::string& dtype) {
   return c;
 }
 
-size_t at_peak(const StepResult& r, const char* category) {
-  return r.memory["peak"]["at_peak"][category].get<size_t>();
-}
+size_t at_peak(const StepResult& r, MemCategory category) { return r.memory.at_peak[category]; }
 
 }  // namespace
 
@@ -48,15 +46,15 @@ TEST_CASE("bf16 keeps f32 master values, gradients and moments beside bf16 param
     CHECK(p.group_grads(g).dtype() == DType::f32);
     CHECK(p.group_adam_m(g).dtype() == DType::f32);
   }
-  CHECK(at_peak(rb, "param") == half);
-  CHECK(at_peak(rb, "master") == full);
-  CHECK(at_peak(rb, "grad") == full);
-  CHECK(at_peak(rb, "optim") == 2 * full);
-  CHECK(at_peak(rf, "param") == full);
-  CHECK(at_peak(rf, "master") == 0);  // f32 runs update the parameters themselves
+  CHECK(at_peak(rb, MemCategory::param) == half);
+  CHECK(at_peak(rb, MemCategory::master) == full);
+  CHECK(at_peak(rb, MemCategory::grad) == full);
+  CHECK(at_peak(rb, MemCategory::optim) == 2 * full);
+  CHECK(at_peak(rf, MemCategory::param) == full);
+  CHECK(at_peak(rf, MemCategory::master) == 0);  // f32 runs update the parameters themselves
   // Activations are bf16, their statistics f32: well under the f32 run's.
-  CHECK(at_peak(rb, "activation") < at_peak(rf, "activation"));
-  CHECK(at_peak(rb, "activation") * 10 > at_peak(rf, "activation") * 5);
+  CHECK(at_peak(rb, MemCategory::activation) < at_peak(rf, MemCategory::activation));
+  CHECK(at_peak(rb, MemCategory::activation) * 10 > at_peak(rf, MemCategory::activation) * 5);
 }
 
 TEST_CASE("backward masking keeps no master copy of the groups a rank does not train",
@@ -100,9 +98,8 @@ TEST_CASE("gradients averaged in bf16 send half the bytes, through a bf16 copy i
       c.grad_reduce_dtype = wire;
       Trainer t(c, std::make_unique<MetaAllocator>(512, Device::cuda));
       const StepResult r = t.train_step();
-      const auto& all_reduce = r.comm["by_op"]["all_reduce"];
-      return std::pair{all_reduce["payload_bytes"].get<int64_t>(),
-                       r.memory["peak"]["by_category"]["comm"].get<size_t>()};
+      const comm::Traffic& all_reduce = r.comm.by_op(comm::Op::all_reduce);
+      return std::pair{all_reduce.payload_bytes, r.memory.peak[MemCategory::comm]};
     };
     const auto [f32_bytes, f32_comm] = sent_and_comm("f32");
     const auto [bf16_bytes, bf16_comm] = sent_and_comm("bf16");

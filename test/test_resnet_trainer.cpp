@@ -45,13 +45,13 @@ TEST_CASE("a ResNet-18 step at batch 128 runs on the meta device", "[trainer][me
   c.progress = false;
   Trainer t(c);
   const StepResult r = t.train_step();
-  const auto& peak = r.memory["peak"]["at_peak"];
+  const CategoryBytes& peak = r.memory.at_peak;
   // f32 weights (and BatchNorm buffers), grads and two AdamW moments.
   const double params = static_cast<double>(t.model().parameter_count());
-  REQUIRE(peak["param"].get<double>() >= params * 4);
-  REQUIRE(peak["param"].get<double>() < params * 4 * 1.01);
+  REQUIRE(static_cast<double>(peak[MemCategory::param]) >= params * 4);
+  REQUIRE(static_cast<double>(peak[MemCategory::param]) < params * 4 * 1.01);
   // About 1.2M saved values per 32x32 image (stem, 4 per block, shortcuts).
-  REQUIRE(peak["activation"].get<double>() > 128 * 1.1e6 * 4);
+  REQUIRE(static_cast<double>(peak[MemCategory::activation]) > 128 * 1.1e6 * 4);
   REQUIRE(r.flops > 3 * 0.55e9 * 128);  // ~0.56 GFLOP per image forward, x3 with backward
 }
 

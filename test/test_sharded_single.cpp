@@ -26,7 +26,7 @@ TEST_CASE("a shard level on one rank is allowed and changes nothing", "[trainer]
       // another order, so the last bits may differ.
       CHECK(got.loss == Approx(want.loss).epsilon(1e-12));
       CHECK(got.grad_norm == Approx(want.grad_norm).epsilon(1e-12));
-      CHECK(got.comm["by_op"]["all_gather"]["sent_bytes"].get<double>() == 0);
+      CHECK(got.comm.by_op(comm::Op::all_gather).sent_bytes == 0);
     }
   }
 }
@@ -39,8 +39,7 @@ TEST_CASE("activation checkpointing in one process: the same losses, fewer activ
   c.parallel.activation_checkpointing = "block";
   Trainer recomputed(c, std::make_unique<MetaAllocator>(64));
   const StepResult a = plain.train_step(), b = recomputed.train_step();
-  CHECK(b.memory["peak"]["at_peak"]["activation"].get<double>() <
-        a.memory["peak"]["at_peak"]["activation"].get<double>());
+  CHECK(b.memory.at_peak[MemCategory::activation] < a.memory.at_peak[MemCategory::activation]);
   CHECK(b.flops > a.flops);  // the recomputed forwards are counted
   TrainConfig cpu = testing::tiny_train_config(4, 32, 2);
   Trainer x(cpu);

@@ -16,26 +16,23 @@ using namespace sdp;
 
 namespace {
 
-nlohmann::json traffic(double sent, int64_t steps) {
-  return {{"sent_bytes", sent}, {"latency_steps", steps}, {"calls", 1}, {"payload_bytes", 0}};
-}
-
-// One rank's comm record: an all-reduce on `group` and a broadcast on the world.
-nlohmann::json comm_record(const std::string& group, double reduce_bytes, int64_t reduce_steps,
-                           double broadcast_bytes, int64_t broadcast_steps) {
-  nlohmann::json ops = {{"all_reduce", traffic(reduce_bytes, reduce_steps)},
-                        {"broadcast", traffic(broadcast_bytes, broadcast_steps)}};
-  nlohmann::json groups = {
-      {group, {{"sent_bytes", reduce_bytes},
-               {"latency_steps", reduce_steps},
-               {"by_op", {{"all_reduce", traffic(reduce_bytes, reduce_steps)}}}}},
-      {"world", {{"sent_bytes", broadcast_bytes},
-                 {"latency_steps", broadcast_steps},
-                 {"by_op", {{"broadcast", traffic(broadcast_bytes, broadcast_steps)}}}}}};
-  return {{"sent_bytes", reduce_bytes + broadcast_bytes},
-          {"latency_steps", reduce_steps + broadcast_steps},
-          {"by_op", ops},
-          {"by_group", groups}};
+// One rank's collectives: an all-reduce on `group` ("ranks:" and a rank
+// list) and, as its root, a broadcast on the 8-rank world, recorded as the
+// communicator counts them; the ring formulas must give the figures the
+// hand computations below use.
+comm::CommStats comm_record(const std::string& group, double reduce_bytes, int64_t reduce_steps,
+                            double broadcast_bytes, int64_t broadcast_steps) {
+  const auto k = static_cast<double>(comm::parse_rank_list(group.substr(6)).size());
+  comm::CommStats s;
+  // An all-reduce sends 2 (k - 1) / k of its payload.
+  s.record(comm::Op::all_reduce, group, static_cast<int>(k),
+           static_cast<int64_t>(reduce_bytes * k / (2 * (k - 1))), false);
+  s.record(comm::Op::broadcast, "world", 8, static_cast<int64_t>(broadcast_bytes), true);
+  REQUIRE(s.by_op(comm::Op::all_reduce).sent_bytes == reduce_bytes);
+  REQUIRE(s.by_op(comm::Op::all_reduce).latency_steps == reduce_steps);
+  REQUIRE(s.by_op(comm::Op::broadcast).sent_bytes == broadcast_bytes);
+  REQUIRE(s.by_op(comm::Op::broadcast).latency_steps == broadcast_steps);
+  return s;
 }
 
 }  // namespace
@@ -60,7 +57,7 @@ TEST_CASE("a collective costs latency steps x alpha + bytes / bandwidth of its l
   m.link.ranks_per_node = 4;
   m.link.overlap = false;
   // 8 ranks: group 0-3 is one node, the world spans two.
-  const nlohmann::json comm = comm_record("ranks:0-3", 3e9, 6, 1e9, 7);
+  const comm::CommStats comm = comm_record("ranks:0-3", 3e9, 6, 1e9, 7);
   const StepTimeEstimate e = estimate_step(m, 2e12, comm, 8);
   CHECK(e.compute_seconds == Approx(2.0));
   const double reduce = 6 * 1e-5 + 3e9 / 1e11, broadcast = 7 * 1e-5 + 1e9 / 1e10;
@@ -89,13 +86,13 @@ TEST_CASE("a pipelined step is the simulator's makespan plus the replica averagi
   m.link.overlap = false;
   const int P = 2, M = 4;
   const StepTimeEstimate e =
-      estimate_pipeline_step(m, {3.0 * M, 3.0 * M}, {0}, "1f1b", M, nlohmann::json::object(), 2);
+      estimate_pipeline_step(m, {3.0 * M, 3.0 * M}, {0}, "1f1b", M, comm::CommStats(), 2);
   // Uniform 1F1B without link time: 3 (M + P - 1).
   CHECK(e.compute_seconds == Approx(3.0 * (M + P - 1)));
   CHECK(e.exposed_comm_seconds == 0);
   // zb-h1 shortens it to 3 M + (P - 1) (I = W = F).
   const StepTimeEstimate zb =
-      estimate_pipeline_step(m, {3.0 * M, 3.0 * M}, {0}, "zb-h1", M, nlohmann::json::object(), 2);
+      estimate_pipeline_step(m, {3.0 * M, 3.0 * M}, {0}, "zb-h1", M, comm::CommStats(), 2);
   CHECK(zb.compute_seconds == Approx(3.0 * M + (P - 1)));
 }
 

@@ -31,13 +31,13 @@ TEST_CASE("a one-billion-parameter step runs on the meta device", "[trainer][met
   c.steps = 1;
   Trainer t(c);
   const StepResult r = t.train_step();
-  const auto& peak = r.memory["peak"]["at_peak"];
+  const CategoryBytes& peak = r.memory.at_peak;
   const double params = static_cast<double>(t.model().parameter_count());
   // f32 weights, grads and two AdamW moments, each rounded to 512-byte blocks.
-  REQUIRE(peak["param"].get<double>() >= params * 4);
-  REQUIRE(peak["param"].get<double>() < params * 4 * 1.001);
-  REQUIRE(peak["optim"].get<double>() >= params * 8);
-  REQUIRE(peak["activation"].get<double>() > 0);
+  REQUIRE(static_cast<double>(peak[MemCategory::param]) >= params * 4);
+  REQUIRE(static_cast<double>(peak[MemCategory::param]) < params * 4 * 1.001);
+  REQUIRE(static_cast<double>(peak[MemCategory::optim]) >= params * 8);
+  REQUIRE(static_cast<double>(peak[MemCategory::activation]) > 0);
 }
 
 TEST_CASE("resuming from a checkpoint gives bit-identical losses", "[trainer][checkpoint]") {

@@ -59,29 +59,20 @@ std::string step_class(const SubnetLayout& layout,
   return key;
 }
 
-// A measured step as rank `rank`'s, for a rank of the same class; `comm` is
-// the measured comm without its "by_group". A pipeline record names the
-// replica (the rank's mesh coordinate), the one figure in it that is the
-// rank's own.
-RankStep copied_step(const RankStep& measured, int rank, const RankMesh& mesh,
-                     const RankStep::Json& comm) {
+// A measured step as rank `rank`'s, for a rank of the same class. A
+// pipeline record names the replica (the rank's mesh coordinate), the one
+// figure in it that is the rank's own.
+RankStep copied_step(const RankStep& measured, int rank, const RankMesh& mesh) {
   RankStep r = measured;
   r.rank = rank;
   r.measured_as = measured.rank;
   r.seconds = 0;
-  r.comm = comm;
-  if (!measured.pipeline->is_null()) {
-    auto pipeline = std::make_shared<nlohmann::json>(*measured.pipeline);
-    (*pipeline)["replica"] = mesh.replica_of(rank);
+  if (measured.pipeline) {
+    auto pipeline = std::make_shared<StageStats>(*measured.pipeline);
+    pipeline->replica = mesh.replica_of(rank);
     r.pipeline = std::move(pipeline);
   }
   return r;
-}
-
-RankStep::Json without_groups(const nlohmann::json& comm) {
-  auto out = std::make_shared<nlohmann::json>(comm);
-  out->erase("by_group");
-  return out;
 }
 
 // FLOPs of one meta step of `config` (one rank).
@@ -91,6 +82,12 @@ double step_flops(const TrainConfig& config) {
 }
 
 }  // namespace
+
+nlohmann::json RankStep::comm_json() const {
+  nlohmann::json out = comm->to_json();
+  if (copied()) out.erase("by_group");
+  return out;
+}
 
 Summary StrategySteps::peak() const { return over_ranks(ranks, &RankStep::peak_bytes); }
 Summary StrategySteps::sent() const { return over_ranks(ranks, &RankStep::sent_bytes); }
@@ -125,19 +122,19 @@ RankStep run_step(const PlannerJob& job, const StrategyRequest& request, int ran
   RankStep r;
   r.rank = rank;
   r.measured_as = rank;
-  r.memory = std::make_shared<const nlohmann::json>(step.memory);
-  r.comm = std::make_shared<const nlohmann::json>(step.comm);
-  r.pipeline = std::make_shared<const nlohmann::json>(step.pipeline);
-  r.peak_bytes = step.memory["peak"]["total"].get<double>();
-  r.sent_bytes = step.comm["sent_bytes"].get<double>();
-  r.gathered_peak_bytes = step.memory["peak"]["by_category"]["gathered"].get<double>();
+  r.memory = std::make_shared<const MemorySnapshot>(step.memory);
+  r.comm = std::make_shared<const comm::CommStats>(step.comm);
+  if (step.pipeline) r.pipeline = std::make_shared<const StageStats>(*step.pipeline);
+  r.peak_bytes = static_cast<double>(step.memory.peak_total);
+  r.sent_bytes = step.comm.total().sent_bytes;
+  r.gathered_peak_bytes = static_cast<double>(step.memory.peak[MemCategory::gathered]);
   r.flops = step.flops;
-  r.activation_peak_bytes = step.memory["peak"]["by_category"]["activation"].get<double>();
+  r.activation_peak_bytes = static_cast<double>(step.memory.peak[MemCategory::activation]);
   r.replica_bytes_sent = r.sent_bytes;
-  if (!step.pipeline.is_null()) {
-    r.stage = step.pipeline["stage"].get<int>();
-    r.activation_bytes_sent = step.pipeline["activation_bytes_sent"].get<double>();
-    r.gradient_bytes_sent = step.pipeline["gradient_bytes_sent"].get<double>();
+  if (step.pipeline) {
+    r.stage = step.pipeline->stage;
+    r.activation_bytes_sent = static_cast<double>(step.pipeline->activation_bytes_sent);
+    r.gradient_bytes_sent = static_cast<double>(step.pipeline->gradient_bytes_sent);
     // The sends to the neighbours are counted among the step's sends too.
     r.replica_bytes_sent -= r.activation_bytes_sent + r.gradient_bytes_sent;
   }
@@ -158,7 +155,7 @@ void estimate_time(const PlannerJob& job, StrategySteps& out) {
   const StepTimeModel& model = job.time_model;
   if (!job.pipelined()) {
     for (const RankStep& r : out.ranks) {
-      if (r.measured_as != r.rank) continue;
+      if (r.copied()) continue;
       const StepTimeEstimate e = estimate_step(model, r.flops, *r.comm, job.world);
       if (e.seconds > out.step_time.seconds) {
         out.step_time = e;
@@ -176,7 +173,7 @@ void estimate_time(const PlannerJob& job, StrategySteps& out) {
   const RankStep* slowest_replicas = nullptr;
   double slowest = -1;
   for (const RankStep& r : out.ranks) {
-    if (r.measured_as != r.rank) continue;
+    if (r.copied()) continue;
     const auto s = static_cast<size_t>(r.stage);
     stage_flops[s] = std::max(stage_flops[s], r.flops);
     if (s + 1 < static_cast<size_t>(P))
@@ -259,7 +256,6 @@ StrategySteps measure_strategy(const PlannerJob& job, const StrategyRequest& req
     steps.emplace(rank, std::move(r));
   }
 
-  std::unordered_map<int, RankStep::Json> copied_comm;  // by representative
   out.ranks.reserve(static_cast<size_t>(job.world));
   for (int rank = 0; rank < job.world; ++rank) {
     const int rep = representative[static_cast<size_t>(rank)];
@@ -268,9 +264,7 @@ StrategySteps measure_strategy(const PlannerJob& job, const StrategyRequest& req
       out.ranks.push_back(measured);
       continue;
     }
-    auto& comm = copied_comm[rep];
-    if (!comm) comm = without_groups(*measured.comm);
-    out.ranks.push_back(copied_step(measured, rank, L.mesh, comm));
+    out.ranks.push_back(copied_step(measured, rank, L.mesh));
   }
   estimate_time(job, out);
   return out;

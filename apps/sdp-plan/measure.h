@@ -21,6 +21,9 @@
 #include <nlohmann/json.hpp>
 
 #include "apps/sdp-plan/plan_options.h"
+#include "comm/communicator.h"
+#include "engine/metrics/memory_report.h"
+#include "engine/metrics/stage_stats.h"
 #include "engine/plan/step_time.h"
 #include "engine/plan/subnet_plan.h"
 
@@ -28,9 +31,9 @@ namespace sdp::planner {
 
 struct RankStep {
   int rank = 0;
-  double peak_bytes = 0;   // memory["peak"]["total"]
-  double sent_bytes = 0;   // comm["sent_bytes"]
-  double gathered_peak_bytes = 0;  // memory["peak"]["by_category"]["gathered"]
+  double peak_bytes = 0;   // memory->peak_total
+  double sent_bytes = 0;   // comm->total().sent_bytes
+  double gathered_peak_bytes = 0;  // memory->peak[gathered]
   double flops = 0;        // StepResult::flops: recomputation included
   // flops minus the FLOPs of the same rank and composition without
   // recomputation (a second meta step); 0 when nothing is recomputed.
@@ -39,23 +42,27 @@ struct RankStep {
   // that category's own peak in the step: where 2BP's deferred weight
   // gradients show, their inputs kept after I until W runs.
   int stage = -1;
-  double activation_peak_bytes = 0;  // memory["peak"]["by_category"]["activation"]
+  double activation_peak_bytes = 0;  // memory->peak[activation]
   double activation_bytes_sent = 0;  // to the next stage: M boundary activations
   double gradient_bytes_sent = 0;    // to the previous stage: M boundary gradients
   // Everything else the rank sends: the averaging among the stage's
   // replicas (owner groups) and the step's all-reduce of the loss.
   double replica_bytes_sent = 0;
-  // The step's JSON reports, shared by the ranks of a class (a 65,536-rank
+  // The step's figures, shared by the ranks of a class (a 65,536-rank
   // plan holds one copy of each per class, not per rank).
-  using Json = std::shared_ptr<const nlohmann::json>;
-  Json pipeline;  // StepResult::pipeline; null without a pipeline
-  Json memory;    // memory_json() of the step
-  Json comm;      // CommStats::to_json() of the step
+  std::shared_ptr<const StageStats> pipeline;  // StepResult::pipeline; null without one
+  std::shared_ptr<const MemorySnapshot> memory;
+  std::shared_ptr<const comm::CommStats> comm;
   double seconds = 0;      // building the trainer and running the step (and its twin)
   // The rank whose measured step this is: `rank` itself, or the first rank
-  // of its class. A copied step's comm has no "by_group" (those groups name
-  // the measured rank's owner groups, not this rank's) and seconds 0.
+  // of its class. A copied step has seconds 0 and shares the measured rank's
+  // comm, whose groups name that rank's owner groups, not this rank's: its
+  // reports leave them out (comm_json).
   int measured_as = 0;
+  bool copied() const { return measured_as != rank; }
+  // The comm record the reports write: CommStats::to_json(), without
+  // "by_group" for a copied step.
+  nlohmann::json comm_json() const;
 };
 
 struct Summary {

@@ -47,18 +47,16 @@ double ratio(double a, double b) {
   return b > 0 ? a / b : std::numeric_limits<double>::quiet_NaN();
 }
 
-std::vector<std::string> categories() {
-  std::vector<std::string> names;
-  for (size_t i = 0; i < kMemCategoryCount; ++i)
-    names.emplace_back(category_name(static_cast<MemCategory>(i)));
-  return names;
+std::vector<MemCategory> categories() {
+  std::vector<MemCategory> all;
+  for (size_t i = 0; i < kMemCategoryCount; ++i) all.push_back(static_cast<MemCategory>(i));
+  return all;
 }
 
-// The training phase whose peak is the step's peak.
-std::string peak_phase(const nlohmann::json& memory) {
-  const double total = memory["peak"]["total"].get<double>();
-  for (const auto& [phase, bytes] : memory["phase_peak"].items())
-    if (bytes.get<double>() == total) return phase;
+// The training phase whose peak is the step's peak (the first by name).
+std::string peak_phase(const MemorySnapshot& memory) {
+  for (Phase p : kPhasesByName)
+    if (memory.phase_peak[p] == memory.peak_total) return std::string(phase_name(p));
   return "";
 }
 
@@ -152,8 +150,7 @@ std::string pipeline_markdown(const std::vector<Row>& all,
   for (const Row& r : all)
     for (const RankStep& s : r.s.ranks)
       out += format("| ", r.name(), " | ", r.c(), " | ", s.rank, " | ", s.stage, " | ",
-                    (*s.pipeline)["replica"].get<int>(), " | ",
-                    (*s.pipeline)["blocks"].get<std::string>(), " | ", mem(s.peak_bytes), " | ",
+                    s.pipeline->replica, " | ", s.pipeline->blocks, " | ", mem(s.peak_bytes), " | ",
                     mem(s.activation_peak_bytes), " | ", mb(s.activation_bytes_sent), " | ",
                     mb(s.gradient_bytes_sent), " | ", mb(s.replica_bytes_sent), " |\n");
   return out;
@@ -268,19 +265,19 @@ std::string markdown(const PlanReport& rep) {
 
   if (!rep.job.rank_budgets.empty()) out += budget_markdown(rep, all, unit, u.memory);
 
-  const std::vector<std::string> cats = categories();
+  const std::vector<MemCategory> cats = categories();
   out += format("\nThe highest peak by category (", unit,
                 " at the peak of the first rank with the highest peak, and the phase it falls "
                 "in):\n\n| strategy | C | rank |");
-  for (const std::string& c : cats) out += " " + c + " |";
+  for (MemCategory c : cats) out += " " + std::string(category_name(c)) + " |";
   out += " total | phase |\n|---|---:|---:|";
   for (size_t i = 0; i < cats.size() + 1; ++i) out += "---:|";
   out += "---|\n";
   for (const Row& r : all) {
     const RankStep& top = r.s.ranks[static_cast<size_t>(r.peak.argmax)];
     out += format("| ", r.name(), " | ", r.c(), " | ", top.rank, " |");
-    for (const std::string& c : cats)
-      out += " " + mem((*top.memory)["peak"]["at_peak"][c].get<double>()) + " |";
+    for (MemCategory c : cats)
+      out += " " + mem(static_cast<double>(top.memory->at_peak[c])) + " |";
     out += " " + mem(top.peak_bytes) + " | " + peak_phase(*top.memory) + " |\n";
   }
 
@@ -338,11 +335,11 @@ struct PipelineFigures {
 };
 
 std::string csv(const PlanReport& rep) {
-  const std::vector<std::string> cats = categories();
+  const std::vector<MemCategory> cats = categories();
   std::string out =
       "strategy,active_fraction,owners,world,components,spectral_gap,requested,rank,"
       "peak_max_bytes,peak_mean_bytes,peak_min_bytes,peak_rank";
-  for (const std::string& c : cats) out += "," + c + "_bytes";
+  for (MemCategory c : cats) out += "," + std::string(category_name(c)) + "_bytes";
   out += ",saving_vs_ddp,sent_mean_bytes,sent_max_bytes,sent_min_bytes,comm_ratio_vs_ddp,"
          "gathered_peak_bytes,flops_mean,flops_max,recompute_flops_mean,recompute_flops_max,"
          "shard,activation_checkpointing,label,stage,activation_peak_bytes,activation_bytes_sent,"
@@ -358,8 +355,8 @@ std::string csv(const PlanReport& rep) {
                   r.s.components, ",", csv_number(r.s.spectral_gap), ",",
                   r.s.request.requested ? "true" : "false", ",", rank, ",", csv_number(peak.max),
                   ",", csv_number(peak.mean), ",", csv_number(peak.min), ",", top.rank);
-    for (const std::string& c : cats)
-      out += "," + csv_number((*top.memory)["peak"]["at_peak"][c].get<double>());
+    for (MemCategory c : cats)
+      out += "," + csv_number(static_cast<double>(top.memory->at_peak[c]));
     out += format(",", csv_number(1 - ratio(peak.max, ddp_peak.max)), ",", csv_number(sent.mean),
                   ",", csv_number(sent.max), ",", csv_number(sent.min), ",",
                   csv_number(ratio(sent.mean, ddp_sent.mean)), ",", csv_number(gathered.max),
@@ -415,8 +412,8 @@ std::string json(const PlanReport& rep) {
       flops.push_back(s.flops);
       recompute.push_back(s.recompute_flops);
       ranks.push_back({{"rank", s.rank},
-                       {"memory", *s.memory},
-                       {"comm", *s.comm},
+                       {"memory", s.memory->to_json()},
+                       {"comm", s.comm_json()},
                        {"flops", s.flops},
                        {"recompute_flops", s.recompute_flops},
                        {"seconds", s.seconds},
@@ -426,9 +423,10 @@ std::string json(const PlanReport& rep) {
                        {"activation_bytes_sent", s.activation_bytes_sent},
                        {"gradient_bytes_sent", s.gradient_bytes_sent},
                        {"replica_bytes_sent", s.replica_bytes_sent},
-                       {"pipeline", *s.pipeline}});
+                       {"pipeline", s.pipeline ? s.pipeline->to_json() : nlohmann::json()}});
     }
     const RankStep& top = r.s.ranks[static_cast<size_t>(r.peak.argmax)];
+    const nlohmann::json top_memory = top.memory->to_json();
     strategies.push_back(
         {{"strategy", r.s.request.strategy},
          {"label", r.s.label},
@@ -444,8 +442,8 @@ std::string json(const PlanReport& rep) {
          {"masking", r.s.masking},
          {"spectral_gap", r.s.spectral_gap},
          {"peak_bytes", summary_json(r.peak, peaks)},
-         {"at_peak", (*top.memory)["peak"]["at_peak"]},
-         {"phase_peak", (*top.memory)["phase_peak"]},
+         {"at_peak", top_memory["peak"]["at_peak"]},
+         {"phase_peak", top_memory["phase_peak"]},
          {"saving_vs_ddp", r.saving},
          {"sent_bytes", summary_json(r.sent, sents)},
          {"gathered_peak_bytes", summary_json(r.s.gathered_peak(), gathered)},

@@ -50,17 +50,18 @@ RankFigures gather_rank_figures(comm::Communicator& world, const StepResult& ste
   constexpr int kFigures = 7;
   OwnedTensor mine(host, {kFigures}, DType::f64, MemCategory::comm);      // [7]
   OwnedTensor all(host, {kFigures * n}, DType::f64, MemCategory::comm);   // [world, 7]
-  const bool pipelined = !step.pipeline.is_null();
+  const std::optional<StageStats>& stage = step.pipeline;
+  const bool pipelined = stage.has_value();
   double* m = mine->data<double>();
-  m[0] = step.memory["peak"]["total"].get<double>();
-  m[1] = step.comm["sent_bytes"].get<double>();
+  m[0] = static_cast<double>(step.memory.peak_total);
+  m[1] = step.comm.total().sent_bytes;
   m[2] = step.flops;
-  m[3] = pipelined ? step.pipeline["stage"].get<double>() : 0.0;
-  m[4] = pipelined ? step.pipeline["bubble_fraction"].get<double>() : 0.0;
-  m[5] = pipelined ? step.pipeline["activation_bytes_sent"].get<double>() +
-                         step.pipeline["gradient_bytes_sent"].get<double>()
-                   : 0.0;
-  m[6] = pipelined ? step.memory["peak"]["by_category"]["activation"].get<double>() : 0.0;
+  m[3] = stage ? stage->stage : 0.0;
+  m[4] = stage ? stage->bubble_fraction : 0.0;
+  m[5] = stage ? static_cast<double>(stage->activation_bytes_sent) +
+                     static_cast<double>(stage->gradient_bytes_sent)
+               : 0.0;
+  m[6] = stage ? static_cast<double>(step.memory.peak[MemCategory::activation]) : 0.0;
   double* a = all->data<double>();
   std::fill(a, a + kFigures * n, std::numeric_limits<double>::quiet_NaN());
   world.all_gather(*mine, *all);

@@ -25,24 +25,26 @@ namespace sdp::app {
 
 namespace {
 
-void print_memory_table(const nlohmann::json& memory) {
+void print_memory_table(const MemorySnapshot& memory) {
   std::printf("%-12s %14s\n", "category", "at peak");
   for (size_t i = 0; i < kMemCategoryCount; ++i) {
-    const std::string name(category_name(static_cast<MemCategory>(i)));
-    const double bytes = memory["peak"]["at_peak"][name].get<double>();
-    std::printf("%-12s %14s\n", name.c_str(), human_bytes(bytes).c_str());
+    const auto c = static_cast<MemCategory>(i);
+    const std::string name(category_name(c));
+    std::printf("%-12s %14s\n", name.c_str(),
+                human_bytes(static_cast<double>(memory.at_peak[c])).c_str());
   }
   std::printf("%-12s %14s\n", "total peak",
-              human_bytes(memory["peak"]["total"].get<double>()).c_str());
-  for (const auto& [phase, bytes] : memory["phase_peak"].items())
-    std::printf("  peak in %-14s %12s\n", phase.c_str(), human_bytes(bytes.get<double>()).c_str());
-  if (memory.contains("reserved"))
+              human_bytes(static_cast<double>(memory.peak_total)).c_str());
+  for (Phase p : kPhasesByName)
+    std::printf("  peak in %-14s %12s\n", std::string(phase_name(p)).c_str(),
+                human_bytes(static_cast<double>(memory.phase_peak[p])).c_str());
+  if (memory.reserved)
     std::printf("%-12s %14s (cached blocks included)\n", "reserved peak",
-                human_bytes(memory["reserved"]["peak"].get<double>()).c_str());
-  if (memory.contains("device")) {
-    const double total = memory["device"]["total"].get<double>();
+                human_bytes(static_cast<double>(memory.reserved->peak)).c_str());
+  if (memory.device) {
+    const double total = static_cast<double>(memory.device->total_bytes);
     std::printf("%-12s %14s of %s (cudaMemGetInfo: every process and library)\n", "device used",
-                human_bytes(total - memory["device"]["free"].get<double>()).c_str(),
+                human_bytes(total - static_cast<double>(memory.device->free_bytes)).c_str(),
                 human_bytes(total).c_str());
   }
 }
@@ -82,8 +84,8 @@ int dry_run(const TrainConfig& config, comm::Communicator* world) {
   if (!config.metrics.empty()) {
     MetricsLog log(config.metrics);
     log.write({{"dry_run", true}, {"model", model.name()}, {"parameters", model.parameter_count()},
-               {"batch", config.batch}, {"seq", config.seq}, {"memory", r.memory},
-               {"comm", r.comm}, {"ranks", figures.to_json()},
+               {"batch", config.batch}, {"seq", config.seq}, {"memory", r.memory.to_json()},
+               {"comm", r.comm.to_json()}, {"ranks", figures.to_json()},
                {"parallel", trainer->layout().to_json()}});
     log.close();
   }
@@ -236,7 +238,7 @@ int run_training(const TrainConfig& config, bool dry, bool use_mpi) {
   int64_t timed_examples = 0, timed_steps = 0;
   const int64_t first_step = trainer.step();
   double last_eval = NAN;
-  nlohmann::json last_memory;
+  std::optional<MemorySnapshot> last_memory;
   // Under forward masking each rank's own subnetwork is a model of its own.
   // A pipeline stage is no network of its own: no subnetwork losses there.
   const bool forward_masked = world > 1 && trainer.layout().spec.masking == Masking::forward &&
@@ -260,9 +262,9 @@ int run_training(const TrainConfig& config, bool dry, bool use_mpi) {
                            {"lr", r.lr},             {"grad_norm", r.grad_norm},
                            {unit, r.examples},       {"seconds", r.seconds},
                            {per_s, r.examples / r.seconds}, {"flops", r.flops},
-                           {"memory", r.memory}, {"comm", r.comm},
+                           {"memory", r.memory.to_json()}, {"comm", r.comm.to_json()},
                            {"skipped_steps", r.skipped_steps}};
-    if (!r.pipeline.is_null()) line["pipeline"] = r.pipeline;
+    if (r.pipeline) line["pipeline"] = r.pipeline->to_json();
     if (r.skipped) {
       line["skipped"] = true;
       if (root) {
@@ -326,7 +328,7 @@ int run_training(const TrainConfig& config, bool dry, bool use_mpi) {
       {per_s, timed_steps ? timed_examples / timed_seconds : NAN},
       {"parameters", model.parameter_count()},
       {"config", config.to_json()},
-      {"memory", last_memory},
+      {"memory", last_memory ? last_memory->to_json() : nlohmann::json()},
       {"parallel", trainer.layout().to_json()}};
   if (world > 1) {
     summary["ranks"] = last_figures.to_json();
@@ -351,9 +353,9 @@ int run_training(const TrainConfig& config, bool dry, bool use_mpi) {
   }
   if (timed_steps)
     std::printf("%-28s %.0f\n", (unit + "/s").c_str(), timed_examples / timed_seconds);
-  if (!last_memory.is_null()) {
+  if (last_memory) {
     std::printf("memory of the last step%s:\n", world > 1 ? " (rank 0)" : "");
-    print_memory_table(last_memory);
+    print_memory_table(*last_memory);
   }
   if (world > 1) print_rank_figures(last_figures);
   return 0;

@@ -24,6 +24,7 @@ namespace sdp {
 struct DeviceMemoryInfo {
   size_t free_bytes = 0;   // cudaMemGetInfo: free on the whole device
   size_t total_bytes = 0;  //   and its capacity
+  bool operator==(const DeviceMemoryInfo&) const = default;
 };
 
 class SegmentSource {

@@ -4,27 +4,41 @@
 
 namespace sdp {
 
-nlohmann::json memory_json(const MemoryStats& s, const std::optional<DeviceMemoryInfo>& device) {
-  nlohmann::json current, at_peak, peak_by_cat, phases;
+MemorySnapshot MemorySnapshot::of(const MemoryStats& s,
+                                  const std::optional<DeviceMemoryInfo>& device) {
+  MemorySnapshot m;
+  for (size_t i = 0; i < kMemCategoryCount; ++i) {
+    const auto c = static_cast<MemCategory>(i);
+    m.current[c] = s.current(c);
+    m.at_peak[c] = s.at_peak(c);
+    m.peak[c] = s.peak(c);
+  }
+  m.current_total = s.current_total();
+  m.peak_total = s.peak_total();
+  for (Phase p : kPhasesByName) m.phase_peak[p] = s.phase_peak(p);
+  if (s.tracks_reserved()) m.reserved = Reserved{s.reserved(), s.peak_reserved()};
+  m.device = device;
+  return m;
+}
+
+nlohmann::json MemorySnapshot::to_json() const {
+  nlohmann::json cur, at, by_cat, phases;
   for (size_t i = 0; i < kMemCategoryCount; ++i) {
     const auto c = static_cast<MemCategory>(i);
     const std::string name(category_name(c));
-    current[name] = s.current(c);
-    at_peak[name] = s.at_peak(c);
-    peak_by_cat[name] = s.peak(c);
+    cur[name] = current[c];
+    at[name] = at_peak[c];
+    by_cat[name] = peak[c];
   }
-  current["total"] = s.current_total();
-  for (size_t i = 1; i < kPhaseCount; ++i) {  // idle is not a training phase
-    const auto p = static_cast<Phase>(i);
-    phases[std::string(phase_name(p))] = s.phase_peak(p);
-  }
+  cur["total"] = current_total;
+  for (Phase p : kPhasesByName) phases[std::string(phase_name(p))] = phase_peak[p];
   nlohmann::json out = {
-      {"current", current},
-      {"peak", {{"total", s.peak_total()}, {"at_peak", at_peak}, {"by_category", peak_by_cat}}},
+      {"current", cur},
+      {"peak", {{"total", peak_total}, {"at_peak", at}, {"by_category", by_cat}}},
       {"phase_peak", phases}};
-  if (s.tracks_reserved())
-    out["reserved"] = {{"current", s.reserved()}, {"peak", s.peak_reserved()}};
+  if (reserved) out["reserved"] = {{"current", reserved->current}, {"peak", reserved->peak}};
   if (device) out["device"] = {{"free", device->free_bytes}, {"total", device->total_bytes}};
+  if (gemm_workspace) out["gemm_workspace"] = *gemm_workspace;
   return out;
 }
 

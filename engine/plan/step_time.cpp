@@ -1,6 +1,7 @@
 #include "engine/plan/step_time.h"
 
 #include <algorithm>
+#include <array>
 #include <cmath>
 
 #include "comm/communicator.h"
@@ -31,11 +32,6 @@ nlohmann::json StepTimeEstimate::to_json() const {
 
 namespace {
 
-double number(const nlohmann::json& j, const char* key) {
-  const auto it = j.find(key);
-  return it == j.end() || !it->is_number() ? 0.0 : it->get<double>();
-}
-
 // Whether a group's ranks sit on more than one node.
 bool spans_nodes(const std::string& group, int world, int ranks_per_node) {
   if (ranks_per_node <= 0) return false;
@@ -48,19 +44,30 @@ bool spans_nodes(const std::string& group, int world, int ranks_per_node) {
   return false;
 }
 
-double traffic_seconds(const LinkModel& link, const nlohmann::json& traffic, bool inter_node) {
+double traffic_seconds(const LinkModel& link, const comm::Traffic& traffic, bool inter_node) {
   const double bandwidth =
       inter_node ? link.inter_node_bytes_per_second : link.intra_node_bytes_per_second;
-  return number(traffic, "latency_steps") * link.latency_seconds +
-         number(traffic, "sent_bytes") / bandwidth;
+  return static_cast<double>(traffic.latency_steps) * link.latency_seconds +
+         traffic.sent_bytes / bandwidth;
 }
 
 // Ops whose collectives may run beside compute (see step_time.h).
-bool overlappable(const std::string& op) {
-  return op == "all_gather" || op == "reduce_scatter" || op == "all_reduce";
+bool overlappable(comm::Op op) {
+  return op == comm::Op::all_gather || op == comm::Op::reduce_scatter ||
+         op == comm::Op::all_reduce;
 }
 
-bool point_to_point(const std::string& op) { return op == "send" || op == "recv"; }
+bool point_to_point(comm::Op op) { return op == comm::Op::send || op == comm::Op::recv; }
+
+// The ops in name order: the sums below add them in the order the metrics
+// JSON lists them, so that an estimate is the same to the last bit.
+std::array<comm::Op, comm::kOpCount> ops_by_name() {
+  std::array<comm::Op, comm::kOpCount> ops;
+  for (size_t i = 0; i < comm::kOpCount; ++i) ops[i] = static_cast<comm::Op>(i);
+  std::sort(ops.begin(), ops.end(),
+            [](comm::Op a, comm::Op b) { return comm::op_name(a) < comm::op_name(b); });
+  return ops;
+}
 
 // Seconds of every collective of `comm`, and of those that may overlap
 // compute; a pipeline's sends to its neighbours are left out when
@@ -69,26 +76,19 @@ struct CommSeconds {
   double total = 0, overlappable = 0;
 };
 
-CommSeconds comm_seconds(const LinkModel& link, const nlohmann::json& comm, int world,
+CommSeconds comm_seconds(const LinkModel& link, const comm::CommStats& comm, int world,
                          bool skip_point_to_point) {
+  static const std::array<comm::Op, comm::kOpCount> kOps = ops_by_name();
   CommSeconds out;
-  const auto add_ops = [&](const nlohmann::json& ops, bool inter_node) {
-    for (const auto& [op, traffic] : ops.items()) {
-      if (skip_point_to_point && point_to_point(op)) continue;
+  for (const auto& [name, by_op] : comm.by_group_op()) {
+    const bool inter_node = spans_nodes(name, world, link.ranks_per_node);
+    for (comm::Op op : kOps) {
+      const comm::Traffic& traffic = by_op[static_cast<size_t>(op)];
+      if (traffic.calls == 0 || (skip_point_to_point && point_to_point(op))) continue;
       const double t = traffic_seconds(link, traffic, inter_node);
       out.total += t;
       if (overlappable(op)) out.overlappable += t;
     }
-  };
-  const auto groups = comm.find("by_group");
-  if (groups != comm.end() && !groups->empty()) {
-    for (const auto& [name, traffic] : groups->items())
-      add_ops(traffic.value("by_op", nlohmann::json::object()),
-              spans_nodes(name, world, link.ranks_per_node));
-  } else {
-    // A copied rank's record (no groups): every collective as the world's.
-    add_ops(comm.value("by_op", nlohmann::json::object()),
-            link.ranks_per_node > 0 && world > link.ranks_per_node);
   }
   return out;
 }
@@ -106,7 +106,7 @@ void check_model(const StepTimeModel& m) {
 }  // namespace
 
 StepTimeEstimate estimate_step(const StepTimeModel& model, double flops,
-                               const nlohmann::json& comm, int world) {
+                               const comm::CommStats& comm, int world) {
   check_model(model);
   StepTimeEstimate e;
   e.compute_seconds = flops / model.flops_per_second;
@@ -124,7 +124,7 @@ StepTimeEstimate estimate_pipeline_step(const StepTimeModel& model,
                                         const std::vector<double>& stage_flops,
                                         const std::vector<int64_t>& boundary_bytes,
                                         const std::string& schedule_name, int micro_batches,
-                                        const nlohmann::json& replica_comm, int world) {
+                                        const comm::CommStats& replica_comm, int world) {
   check_model(model);
   const int P = static_cast<int>(stage_flops.size());
   SDP_CHECK(P >= 2 && static_cast<int>(boundary_bytes.size()) == P - 1,
@@ -162,7 +162,7 @@ StepTimeEstimate estimate_pipeline_step(const StepTimeModel& model,
   return e;
 }
 
-double replica_comm_seconds(const StepTimeModel& model, const nlohmann::json& comm, int world) {
+double replica_comm_seconds(const StepTimeModel& model, const comm::CommStats& comm, int world) {
   return comm_seconds(model.link, comm, world, true).total;
 }
 

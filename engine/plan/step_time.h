@@ -29,6 +29,10 @@
 
 namespace sdp {
 
+namespace comm {
+class CommStats;  // comm/communicator.h
+}
+
 struct LinkModel {
   double latency_seconds = 5e-6;             // alpha: per latency step
   double intra_node_bytes_per_second = 4e11; // NVLink-class
@@ -52,26 +56,25 @@ struct StepTimeEstimate {
   nlohmann::json to_json() const;
 };
 
-// One rank's step from its FLOPs and its CommStats::to_json() of the step.
-// Groups come from "by_group" ("world", or "ranks:" and a rank list); a
-// record without it counts every collective as one of a `world`-rank group.
+// One rank's step from its FLOPs and its communication statistics of the
+// step, by group ("world", or "ranks:" and a rank list).
 StepTimeEstimate estimate_step(const StepTimeModel& model, double flops,
-                               const nlohmann::json& comm, int world);
+                               const comm::CommStats& comm, int world);
 
 // A pipelined job's step: stage s runs stage_flops[s] over M micro-batches
 // of `schedule` (a schedule name), boundary_bytes[s] per message between
-// stages s and s + 1; replica_comm is the comm JSON of the rank whose
+// stages s and s + 1; replica_comm is the communication of the rank whose
 // averaging among its stage's replicas takes longest (sends to neighbours
 // are in the makespan, not counted again).
 StepTimeEstimate estimate_pipeline_step(const StepTimeModel& model,
                                         const std::vector<double>& stage_flops,
                                         const std::vector<int64_t>& boundary_bytes,
                                         const std::string& schedule, int micro_batches,
-                                        const nlohmann::json& replica_comm, int world);
+                                        const comm::CommStats& replica_comm, int world);
 
 // The seconds of `comm`'s collectives other than its sends to neighbouring
 // stages: what estimate_pipeline_step adds for a rank's replica averaging.
-double replica_comm_seconds(const StepTimeModel& model, const nlohmann::json& comm, int world);
+double replica_comm_seconds(const StepTimeModel& model, const comm::CommStats& comm, int world);
 
 // What a real run measured, from one metrics JSONL file of sdp-train
 // (its step records; the first step, which warms caches and allocators,

@@ -19,6 +19,8 @@
 
 #include "comm/communicator.h"
 #include "engine/core/allocator.h"
+#include "engine/metrics/memory_report.h"
+#include "engine/metrics/stage_stats.h"
 #include "engine/train/batch_loader.h"
 #include "engine/optim/adamw.h"
 #include "engine/optim/lr_schedule.h"
@@ -43,16 +45,16 @@ struct StepResult {
   const char* unit = "tokens";  // what an example is: "tokens" or "images"
   double seconds = 0;        // wall time of the step
   double flops = 0;          // this rank's FLOPs in the step (kernels/flop_count.h)
-  nlohmann::json memory;     // memory_json() of the step window
-  nlohmann::json comm;       // CommStats::to_json() of the step
+  MemorySnapshot memory;     // the step window's (written out by its to_json())
+  comm::CommStats comm;      // the step's collectives, counted by the communicator
   // The loss or gradient norm was not finite and config.skip_nonfinite
   // allowed skipping the step: no update was applied (on any rank).
   bool skipped = false;
   int64_t skipped_steps = 0;  // skipped so far in this run, this step included
   // Pipelined jobs: this rank's stage in the step (stage, schedule,
-  // measured busy time and bubble, bytes sent to each neighbour); null
+  // measured busy time and bubble, bytes sent to each neighbour); empty
   // otherwise.
-  nlohmann::json pipeline;
+  std::optional<StageStats> pipeline;
 };
 
 struct EvalResult {
@@ -136,7 +138,7 @@ class Trainer {
   // Forward and backward of the step's micro-batches through the executor,
   // with the strategy's collectives as its hooks; returns the loss sum.
   // Pipelined jobs: fills `report` (StepResult::pipeline).
-  double run_schedule(double loss_scale, nlohmann::json& report);
+  double run_schedule(double loss_scale, std::optional<StageStats>& report);
   // Whether every rank holds the whole model (DDP, backward masking).
   bool full_model_everywhere() const;
   // Rank 0: the whole model assembled from the owners (collective).

@@ -47,34 +47,34 @@ TEST_CASE("a meta dry run predicts a CUDA step's bytes exactly; the pool serves 
       const StepResult p = meta.train_step();
       const size_t maps_after_step2 = device_allocator.pool().map_calls();
 
-      const nlohmann::json& got = g.memory;
-      const nlohmann::json& want = p.memory;
-      INFO("cuda memory: " << got.dump() << "\nmeta memory: " << want.dump());
-      const auto bytes = [](const nlohmann::json& j, const char* group, const char* field) {
-        return j.at(group).at(field).get<size_t>();  // at(): a missing key throws
-      };
+      const MemorySnapshot& got = g.memory;
+      const MemorySnapshot& want = p.memory;
+      // The metrics record of each: the groups every step writes.
+      const nlohmann::json got_json = got.to_json(), want_json = want.to_json();
+      INFO("cuda memory: " << got_json.dump() << "\nmeta memory: " << want_json.dump());
       for (const char* group : {"current", "peak", "phase_peak"}) {
         CAPTURE(group);
-        REQUIRE(got.contains(group));
-        REQUIRE(want.contains(group));
+        REQUIRE(got_json.contains(group));
+        REQUIRE(want_json.contains(group));
       }
       std::printf("  %s %s step 2: allocated peak cuda %zu, meta %zu; reserved %s; "
                   "cudaMalloc segments after step 1: %zu, after step 2: %zu\n",
-                  model, dtype, bytes(got, "peak", "total"), bytes(want, "peak", "total"),
-                  got.contains("reserved") ? got.at("reserved").dump().c_str() : "missing",
+                  model, dtype, got.peak_total, want.peak_total,
+                  got_json.contains("reserved") ? got_json.at("reserved").dump().c_str() : "missing",
                   maps_after_step1, maps_after_step2);
-      CHECK(got.at("peak").at("total") == want.at("peak").at("total"));
-      CHECK(got.at("peak").at("at_peak") == want.at("peak").at("at_peak"));
-      CHECK(got.at("peak").at("by_category") == want.at("peak").at("by_category"));
-      CHECK(got.at("current") == want.at("current"));
-      CHECK(got.at("phase_peak") == want.at("phase_peak"));
+      CHECK(got.peak_total == want.peak_total);
+      CHECK(got.at_peak == want.at_peak);
+      CHECK(got.peak == want.peak);
+      CHECK(got.current == want.current);
+      CHECK(got.current_total == want.current_total);
+      CHECK(got.phase_peak == want.phase_peak);
       CHECK(gpu.allocator().stats().alloc_count() == meta.allocator().stats().alloc_count());
 
       // reserved: what cudaMalloc holds, cached blocks included; the pool
       // only grows within a step, so it covers the step's allocated peak
-      REQUIRE(got.contains("reserved"));
-      CHECK(bytes(got, "reserved", "peak") >= bytes(got, "peak", "total"));
-      CHECK(bytes(got, "reserved", "current") >= bytes(got, "current", "total"));
+      REQUIRE(got.reserved);
+      CHECK(got.reserved->peak >= got.peak_total);
+      CHECK(got.reserved->current >= got.current_total);
       CHECK(device_allocator.pool().in_use_bytes() == gpu.allocator().stats().current_total());
       CHECK(device_allocator.pool().reserved_bytes() >= device_allocator.pool().in_use_bytes());
 

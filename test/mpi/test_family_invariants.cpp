@@ -133,17 +133,17 @@ void owned_state_and_analytic_traffic(const Family& family) {
       CHECK(want.held_numel == t.model().parameter_count());
     const StepResult r = t.train_step();
     // What a step holds at its peak keeps to the same figures.
-    CHECK(r.memory["peak"]["at_peak"]["param"].get<double>() == static_cast<double>(want.params));
-    CHECK(r.memory["peak"]["at_peak"]["grad"].get<double>() == static_cast<double>(want.grads));
+    CHECK(static_cast<double>(r.memory.at_peak[MemCategory::param]) == static_cast<double>(want.params));
+    CHECK(static_cast<double>(r.memory.at_peak[MemCategory::grad]) == static_cast<double>(want.grads));
 
     const StepTraffic traffic = analytic_step_traffic(L, p, rank());
-    const auto& ops = r.comm["by_op"];
-    CHECK(ops["all_reduce"]["sent_bytes"].get<double>() ==
+    const comm::CommStats& sent = r.comm;
+    CHECK(sent.by_op(comm::Op::all_reduce).sent_bytes ==
           Approx(traffic.reduce_bytes).epsilon(1e-12));
-    CHECK(ops["all_reduce"]["calls"].get<int64_t>() == traffic.reduce_calls);
-    CHECK(ops["broadcast"]["calls"].get<int64_t>() == traffic.broadcast_calls);
-    CHECK(ops["broadcast"]["sent_bytes"].get<double>() == traffic.broadcast_bytes);
-    CHECK(r.comm["sent_bytes"].get<double>() ==
+    CHECK(sent.by_op(comm::Op::all_reduce).calls == traffic.reduce_calls);
+    CHECK(sent.by_op(comm::Op::broadcast).calls == traffic.broadcast_calls);
+    CHECK(sent.by_op(comm::Op::broadcast).sent_bytes == traffic.broadcast_bytes);
+    CHECK(r.comm.total().sent_bytes ==
           Approx(traffic.reduce_bytes + traffic.broadcast_bytes).epsilon(1e-12));
   }
 }
@@ -223,7 +223,7 @@ void meta_rank_equals_real_rank(const Family& family) {
       for (int s = 0; s < 2; ++s) {
         const StepResult a = real.train_step(), b = meta.train_step();
         CHECK(a.memory == b.memory);
-        CHECK(a.comm["by_op"] == b.comm["by_op"]);
+        CHECK(a.comm.by_op() == b.comm.by_op());
       }
       CHECK(real.allocator().stats().alloc_count() == meta.allocator().stats().alloc_count());
     }

@@ -61,15 +61,15 @@ TEST_CASE("gradient buckets reduced during backward equal one reduction per grou
       const StepResult a = bucketed.train_step(), b = whole.train_step();
       CHECK(a.loss == Approx(b.loss).epsilon(1e-12));
       CHECK(a.grad_norm == Approx(b.grad_norm).epsilon(1e-10));
-      const auto& ra = a.comm["by_op"]["all_reduce"];
-      const auto& rb = b.comm["by_op"]["all_reduce"];
-      CHECK(ra["sent_bytes"].get<double>() == Approx(rb["sent_bytes"].get<double>()).epsilon(1e-12));
-      CHECK(ra["payload_bytes"].get<int64_t>() == rb["payload_bytes"].get<int64_t>());
+      const comm::Traffic& ra = a.comm.by_op(comm::Op::all_reduce);
+      const comm::Traffic& rb = b.comm.by_op(comm::Op::all_reduce);
+      CHECK(ra.sent_bytes == Approx(rb.sent_bytes).epsilon(1e-12));
+      CHECK(ra.payload_bytes == rb.payload_bytes);
       // DDP's one group splits into many buckets; an SDP group may be
       // smaller than a bucket.
-      CHECK(ra["calls"].get<int64_t>() >= rb["calls"].get<int64_t>());
+      CHECK(ra.calls >= rb.calls);
       if (size() > 1 && std::string(strategy) == "ddp")
-        CHECK(ra["calls"].get<int64_t>() > rb["calls"].get<int64_t>() + 2);
+        CHECK(ra.calls > rb.calls + 2);
     }
     const ParameterSet& p = bucketed.model().params();
     const ParameterSet& q = whole.model().params();

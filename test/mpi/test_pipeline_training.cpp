@@ -233,11 +233,11 @@ TEST_CASE("the meta device predicts a composed pipeline's memory and traffic exa
     m.emulate_rank = rank();
     Trainer dry(m, std::make_unique<MetaAllocator>(64));
     const StepResult want = dry.train_step();
-    CHECK(got.memory["peak"]["total"] == want.memory["peak"]["total"]);
-    CHECK(got.memory["peak"]["by_category"] == want.memory["peak"]["by_category"]);
-    CHECK(got.memory["phase_peak"] == want.memory["phase_peak"]);
-    CHECK(got.comm["sent_bytes"] == want.comm["sent_bytes"]);
-    CHECK(got.comm["calls"] == want.comm["calls"]);
+    CHECK(got.memory.peak_total == want.memory.peak_total);
+    CHECK(got.memory.peak == want.memory.peak);
+    CHECK(got.memory.phase_peak == want.memory.phase_peak);
+    CHECK(got.comm.total().sent_bytes == want.comm.total().sent_bytes);
+    CHECK(got.comm.total().calls == want.comm.total().calls);
   }
 }
 
@@ -287,14 +287,15 @@ TEST_CASE("a stage sends exactly its micro-batches' boundary tensors", "[mpi][pi
   const StepResult r = t.train_step();
   const int stage = rank();
   const int64_t M = 2 * P, boundary = c.batch * c.seq * 96 * 4;  // [B, T, D] f32, mini: D = 96
-  CHECK(r.pipeline["stage"].get<int>() == stage);
-  CHECK(r.pipeline["activation_bytes_sent"].get<int64_t>() == (stage < P - 1 ? M * boundary : 0));
-  CHECK(r.pipeline["gradient_bytes_sent"].get<int64_t>() == (stage > 0 ? M * boundary : 0));
-  CHECK(r.comm["by_op"]["send"]["payload_bytes"].get<int64_t>() ==
+  REQUIRE(r.pipeline);
+  CHECK(r.pipeline->stage == stage);
+  CHECK(r.pipeline->activation_bytes_sent == (stage < P - 1 ? M * boundary : 0));
+  CHECK(r.pipeline->gradient_bytes_sent == (stage > 0 ? M * boundary : 0));
+  CHECK(r.comm.by_op(comm::Op::send).payload_bytes ==
         M * boundary * ((stage < P - 1) + (stage > 0)));
-  CHECK(r.comm["by_op"]["recv"]["payload_bytes"].get<int64_t>() ==
+  CHECK(r.comm.by_op(comm::Op::recv).payload_bytes ==
         M * boundary * ((stage < P - 1) + (stage > 0)));
-  const double bubble = r.pipeline["bubble_fraction"].get<double>();
+  const double bubble = r.pipeline->bubble_fraction;
   CHECK(bubble >= 0);
   CHECK(bubble < 1);
   CHECK(t.last_stage_timings().size() == t.pipeline_executor()->schedule().stages[stage].size());
@@ -318,11 +319,11 @@ TEST_CASE("the meta device predicts each stage's memory exactly, deferred W incl
     m.emulate_rank = rank();
     Trainer dry(m, std::make_unique<MetaAllocator>(64));
     const StepResult want = dry.train_step();
-    CHECK(got.memory["peak"]["total"] == want.memory["peak"]["total"]);
-    CHECK(got.memory["peak"]["by_category"] == want.memory["peak"]["by_category"]);
-    CHECK(got.memory["peak"]["at_peak"] == want.memory["peak"]["at_peak"]);
-    CHECK(got.comm["sent_bytes"] == want.comm["sent_bytes"]);
-    activation_peak[schedule] = got.memory["peak"]["at_peak"]["activation"].get<double>();
+    CHECK(got.memory.peak_total == want.memory.peak_total);
+    CHECK(got.memory.peak == want.memory.peak);
+    CHECK(got.memory.at_peak == want.memory.at_peak);
+    CHECK(got.comm.total().sent_bytes == want.comm.total().sent_bytes);
+    activation_peak[schedule] = static_cast<double>(got.memory.at_peak[MemCategory::activation]);
   }
   // Two-stage backward keeps each micro-batch's weight-gradient inputs
   // until its W: more activation memory than 1F1B on the first stage,

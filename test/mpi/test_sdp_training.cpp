@@ -89,11 +89,11 @@ void check_uneven_training(Trainer& t) {
   for (int s = 0; s < 3; ++s) {
     const StepResult step = t.train_step();
     const StepTraffic want = analytic_step_traffic(L, p, rank());
-    const auto& ops = step.comm["by_op"];
-    CHECK(ops["all_reduce"]["sent_bytes"].get<double>() ==
+    const comm::CommStats& sent = step.comm;
+    CHECK(sent.by_op(comm::Op::all_reduce).sent_bytes ==
           Approx(want.reduce_bytes).epsilon(1e-12));
-    CHECK(ops["all_reduce"]["calls"].get<int64_t>() == want.reduce_calls);
-    CHECK(ops["broadcast"]["sent_bytes"].get<double>() == want.broadcast_bytes);
+    CHECK(sent.by_op(comm::Op::all_reduce).calls == want.reduce_calls);
+    CHECK(sent.by_op(comm::Op::broadcast).sent_bytes == want.broadcast_bytes);
     for (int g = 0; g < p.group_count(); ++g) {
       const uint64_t mine = p.group_decl(g).materialized ? bytes_hash(p.group_params(g)) : 0;
       std::vector<uint64_t> all(static_cast<size_t>(size()));
@@ -175,8 +175,10 @@ TEST_CASE("an emulated rank holds and sends exactly what the real rank does", "[
     e.emulate_rank = rank();
     Trainer emulated(e);  // this process alone, pretending to be this rank
     const StepResult a = real.train_step(), b = emulated.train_step();
-    CHECK(a.memory["peak"] == b.memory["peak"]);
-    CHECK(a.comm["by_op"] == b.comm["by_op"]);
+    CHECK(a.memory.peak_total == b.memory.peak_total);
+    CHECK(a.memory.at_peak == b.memory.at_peak);
+    CHECK(a.memory.peak == b.memory.peak);
+    CHECK(a.comm.by_op() == b.comm.by_op());
     CHECK(a.rank_loss == b.rank_loss);  // same subnetwork, same data, same first step
   }
 }

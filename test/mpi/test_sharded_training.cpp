@@ -135,7 +135,7 @@ TEST_CASE("a sharded rank holds its shards and gathers one block at a time", "[m
     CHECK(a.stats().current(MemCategory::optim) == moments);
     const StepResult r = t.train_step();
     CHECK(a.stats().current(MemCategory::gathered) == 0);  // nothing stays gathered
-    const double gathered = r.memory["peak"]["by_category"]["gathered"].get<double>();
+    const double gathered = static_cast<double>(r.memory.peak[MemCategory::gathered]);
     if (std::string(level) == "full" && size() > 1) {
       // The shared group, the block at work and the next one prefetched.
       CHECK(gathered > 0);
@@ -184,13 +184,13 @@ TEST_CASE("sharded collectives equal the analytic volume of each level", "[mpi][
         ag += static_cast<double>(M * per_micro) * ring;
         ag_calls += M * per_micro;
       }
-      const auto& ops = r.comm["by_op"];
-      CHECK(ops["reduce_scatter"]["sent_bytes"].get<double>() == Approx(rs).epsilon(1e-12));
-      CHECK(ops["reduce_scatter"]["calls"].get<int64_t>() == rs_calls);
-      CHECK(ops["all_gather"]["sent_bytes"].get<double>() == Approx(ag).epsilon(1e-12));
-      CHECK(ops["all_gather"]["calls"].get<int64_t>() == ag_calls);
+      const comm::CommStats& sent = r.comm;
+      CHECK(sent.by_op(comm::Op::reduce_scatter).sent_bytes == Approx(rs).epsilon(1e-12));
+      CHECK(sent.by_op(comm::Op::reduce_scatter).calls == rs_calls);
+      CHECK(sent.by_op(comm::Op::all_gather).sent_bytes == Approx(ag).epsilon(1e-12));
+      CHECK(sent.by_op(comm::Op::all_gather).calls == ag_calls);
       // Only the control values are all-reduced: every group is sharded.
-      CHECK(ops["all_reduce"]["calls"].get<int64_t>() == 1);
+      CHECK(sent.by_op(comm::Op::all_reduce).calls == 1);
     }
 }
 
@@ -300,8 +300,8 @@ TEST_CASE("backward masking with full sharding cuts every group over the world",
     CHECK(a.flops < b.flops);
     // The same whole model is gathered and reduced: FSDP's traffic, up to
     // the padding of the finer groups.
-    CHECK(a.comm["by_op"]["reduce_scatter"]["sent_bytes"].get<double>() ==
-          Approx(b.comm["by_op"]["reduce_scatter"]["sent_bytes"].get<double>()).epsilon(0.01));
+    CHECK(a.comm.by_op(comm::Op::reduce_scatter).sent_bytes ==
+          Approx(b.comm.by_op(comm::Op::reduce_scatter).sent_bytes).epsilon(0.01));
     const EvalResult ea = sharded.evaluate_all(), eb = plain.evaluate_all();
     (void)eb;
     CHECK(std::isfinite(ea.full_loss));
