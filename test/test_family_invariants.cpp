@@ -34,32 +34,9 @@ Family llama_tiny() {
   return {testing::tiny_train_config(4, 32, 6, 2), "tokens"};
 }
 
-Family resnet_tiny() {
-  TrainConfig c;
-  c.model = "resnet-tiny";
-  c.data = "synthetic-images:height=8,width=8,classes=5";
-  c.batch = 4;
-  c.steps = 6;
-  c.warmup = 2;
-  c.eval_every = 0;
-  c.eval_batches = 2;
-  c.progress = false;
-  return {c, "images", true};
-}
+Family resnet_tiny() { return {testing::tiny_resnet_run(), "images", true}; }
 
-Family swin_micro() {
-  TrainConfig c;
-  c.model = "swin-micro";
-  c.data = "synthetic-images:height=16,width=16,classes=5";
-  c.batch = 4;
-  c.steps = 6;
-  c.warmup = 2;
-  c.eval_every = 0;
-  c.eval_batches = 2;
-  c.drop_path = 0.3;
-  c.progress = false;
-  return {c, "images"};
-}
+Family swin_micro() { return {testing::micro_swin_run(), "images"}; }
 
 void meta_bytes_equal_cpu_bytes(const Family& family) {
   for (const char* strategy : {"ddp", "n-sdp", "b-sdp"})

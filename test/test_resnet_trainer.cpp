@@ -15,24 +15,14 @@
 #include "engine/train/trainer.h"
 #include "test/test_checkpoint_support.h"
 #include "test/test_temp_dir.h"
+#include "test/train_config_util.h"
 
 using namespace sdp;
 namespace fs = std::filesystem;
 
 namespace {
 
-TrainConfig tiny_resnet_run() {
-  TrainConfig c;
-  c.model = "resnet-tiny";
-  c.data = "synthetic-images:height=8,width=8,classes=5";
-  c.batch = 4;
-  c.steps = 6;
-  c.warmup = 2;
-  c.eval_every = 0;
-  c.eval_batches = 2;
-  c.progress = false;
-  return c;
-}
+using sdp::testing::tiny_resnet_run;
 
 }  // namespace
 

@@ -24,6 +24,7 @@
 #include "swin_test_util.h"
 #include "test/test_checkpoint_support.h"
 #include "test/test_temp_dir.h"
+#include "test/train_config_util.h"
 
 using namespace sdp;
 using namespace sdp::swin;
@@ -94,19 +95,7 @@ Model::SampleKey key(int64_t first, int64_t stride, int64_t step = 1) {
   return {77, step, first, stride, 0};
 }
 
-TrainConfig micro_run() {
-  TrainConfig c;
-  c.model = "swin-micro";
-  c.data = "synthetic-images:height=16,width=16,classes=5";
-  c.batch = 4;
-  c.steps = 6;
-  c.warmup = 2;
-  c.eval_every = 0;
-  c.eval_batches = 2;
-  c.drop_path = 0.3;
-  c.progress = false;
-  return c;
-}
+TrainConfig micro_run() { return sdp::testing::micro_swin_run(); }
 
 }  // namespace
 
