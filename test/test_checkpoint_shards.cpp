@@ -179,7 +179,7 @@ TEST_CASE("a sharded trainer checkpoint reloads the same values and resumes bit-
     Trainer t(c);
     for (int i = 0; i < 3; ++i) resumed.push_back(t.train_step().loss);
     save_and_mark_latest(t, save_dir);
-    const Tensor v = t.model().params().values(0);
+    const Tensor v = t.training_state().values(0);
     saved_values.assign(v.data<float>(), v.data<float>() + v.numel());
   }
   const fs::path dir = resolve_checkpoint(save_dir);
@@ -204,7 +204,7 @@ TEST_CASE("a sharded trainer checkpoint reloads the same values and resumes bit-
     Trainer t(c);
     t.load_checkpoint(dir);
     REQUIRE(t.step() == 3);
-    const Tensor v = t.model().params().values(0);
+    const Tensor v = t.training_state().values(0);
     REQUIRE(std::vector<float>(v.data<float>(), v.data<float>() + v.numel()) == saved_values);
     for (int i = 0; i < 3; ++i) resumed.push_back(t.train_step().loss);
   }

@@ -184,8 +184,8 @@ TEST_CASE("checkpoints load across stored dtype and token ids; the architecture 
   {
     Trainer again(f64);
     again.load_checkpoint(dir);
-    const Tensor a = again.model().params().values(0);
-    const Tensor b = f32.model().params().values(0);
+    const Tensor a = again.training_state().values(0);
+    const Tensor b = f32.training_state().values(0);
     REQUIRE(a.dtype() == DType::f64);
     REQUIRE(b.dtype() == DType::f32);
     for (int64_t i = 0; i < a.numel(); i += 97)

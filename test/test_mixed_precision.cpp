@@ -33,6 +33,7 @@ TEST_CASE("bf16 keeps f32 master values, gradients and moments beside bf16 param
   Trainer f32(tiny_meta("f32"), std::make_unique<MetaAllocator>(512, Device::cuda));
   const StepResult rb = bf.train_step(), rf = f32.train_step();
   const ParameterSet& p = bf.model().params();
+  const TrainingState& state = bf.training_state();
   CHECK(p.dtype() == DType::bf16);
   CHECK(p.state_dtype() == DType::f32);
   // Per group: bf16 parameters are half the f32 ones (up to 512-byte rounding).
@@ -41,10 +42,10 @@ TEST_CASE("bf16 keeps f32 master values, gradients and moments beside bf16 param
     const auto n = static_cast<size_t>(p.group_decl(g).numel);
     half += (n * 2 + 511) / 512 * 512;
     full += (n * 4 + 511) / 512 * 512;
-    CHECK(p.has_master(g));
-    CHECK(p.group_master(g).dtype() == DType::f32);
+    CHECK(state.has_master(g));
+    CHECK(state.group_master(g).dtype() == DType::f32);
     CHECK(p.group_grads(g).dtype() == DType::f32);
-    CHECK(p.group_adam_m(g).dtype() == DType::f32);
+    CHECK(state.group_adam_m(g).dtype() == DType::f32);
   }
   CHECK(at_peak(rb, MemCategory::param) == half);
   CHECK(at_peak(rb, MemCategory::master) == full);
@@ -69,7 +70,7 @@ TEST_CASE("backward masking keeps no master copy of the groups a rank does not t
   int untrained = 0;
   for (int g = 0; g < p.group_count(); ++g) {
     CHECK(p.group_decl(g).materialized);
-    CHECK(p.has_master(g) == p.group_decl(g).trained);
+    CHECK(t.training_state().has_master(g) == p.group_decl(g).trained);
     untrained += !p.group_decl(g).trained;
   }
   CHECK(untrained > 0);

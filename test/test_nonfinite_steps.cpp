@@ -28,7 +28,7 @@ void fill(const Tensor& t, float value) {
 
 // The embedding (parameter 0) poisoned with `value`; its saved values.
 std::vector<float> poison(Trainer& t, float value) {
-  const Tensor embedding = t.model().params().values(0);
+  const Tensor embedding = t.training_state().values(0);
   std::vector<float> saved = copy_of(embedding);
   fill(embedding, value);
   return saved;
@@ -41,8 +41,9 @@ TEST_CASE("non-finite steps: the first one stops the run, naming the step and wh
   Trainer t(tiny_run());
   t.train_step();
   poison(t, std::numeric_limits<float>::quiet_NaN());
-  const ParameterSet& p = t.model().params();
-  const std::vector<float> before = copy_of(p.values(p.count() - 1));
+  const TrainingState& p = t.training_state();
+  const int last = p.params().count() - 1;
+  const std::vector<float> before = copy_of(p.values(last));
   try {
     t.train_step();
     FAIL("a NaN loss was trained on");
@@ -54,7 +55,7 @@ TEST_CASE("non-finite steps: the first one stops the run, naming the step and wh
                                   "(--grad-clip, now 1), or check the data; --skip-nonfinite N "
                                   "skips up to N such steps"));
   }
-  CHECK(copy_of(p.values(p.count() - 1)) == before);
+  CHECK(copy_of(p.values(last)) == before);
   CHECK(t.step() == 1);
 }
 
@@ -63,8 +64,8 @@ TEST_CASE("non-finite steps: --skip-nonfinite skips up to N, applying no update"
   TrainConfig c = tiny_run();
   c.skip_nonfinite = 2;
   Trainer t(c);
-  const ParameterSet& p = t.model().params();
-  const int last = p.count() - 1;
+  const TrainingState& p = t.training_state();
+  const int last = p.params().count() - 1;
   t.train_step();
   const std::vector<float> saved = poison(t, std::numeric_limits<float>::infinity());
   const std::vector<float> weights = copy_of(p.values(last));

@@ -1,4 +1,4 @@
-// Sharded storage of a ParameterSet (models/common/shard_level.h): the
+// Sharded training state (TrainingState, engine/optim/shard_level.h): the
 // sizes and categories of every level, shards that tile the whole values
 // exactly, and AdamW on shards equal to AdamW on the whole group, with k
 // parameter sets standing for the k ranks of one owner set.
@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "engine/optim/adamw.h"
+#include "engine/optim/training_state.h"
 #include "kernels/ops.h"
 #include "models/common/parameter_set.h"
 
@@ -51,13 +52,13 @@ TEST_CASE("a sharded group is padded to equal shards and keeps only its shard pe
     MetaAllocator alloc(4);  // 4-byte granularity: byte counts are element counts * 4
     ParameterSet p;
     declare(p);
-    p.materialize(alloc, DType::f32, {}, {}, plan(level, 4, 1));
-    p.allocate_grads();
-    p.allocate_adam_state();
+    const auto state = TrainingState::materialize(p, alloc, DType::f32, {}, {}, plan(level, 4, 1));
+    state->allocate_grads();
+    state->allocate_adam_state();
     CHECK(p.padded_numel(0) == 24);
-    CHECK(p.shard_numel(0) == 6);
-    CHECK(p.shard_begin(0) == 6);
-    CHECK(p.shard_numel(1) == 4);  // the unsharded group
+    CHECK(state->shard_numel(0) == 6);
+    CHECK(state->shard_begin(0) == 6);
+    CHECK(state->shard_numel(1) == 4);  // the unsharded group
     const MemoryStats& m = alloc.stats();
     const size_t whole = 24 * 4, shard = 6 * 4, other = 4 * 4;
     CHECK(m.current(MemCategory::param) == (level == ShardLevel::full ? shard : whole) + other);
@@ -80,7 +81,7 @@ TEST_CASE("a sharded group is padded to equal shards and keeps only its shard pe
       CHECK(m.current(MemCategory::grad) == whole + shard + other);
       p.release_full_grads(0);
     }
-    CHECK_THROWS_WITH(p.adam_m(0), Catch::Contains("sharded"));
+    CHECK_THROWS_WITH(state->adam_m(0), Catch::Contains("sharded"));
   }
 }
 
@@ -88,10 +89,11 @@ TEST_CASE("one part, or no shard level, stores a group whole", "[params][shard]"
   MetaAllocator alloc(4);
   ParameterSet p;
   declare(p);
-  p.materialize(alloc, DType::f32, {}, {}, plan(ShardLevel::full, 1, 0));
-  CHECK_FALSE(p.group_shard(0).sharded());
+  const auto state = TrainingState::materialize(p, alloc, DType::f32, {}, {},
+                                                plan(ShardLevel::full, 1, 0));
+  CHECK_FALSE(state->group_shard(0).sharded());
   CHECK(p.has_full_params(0));
-  CHECK(p.shard_numel(0) == 23);
+  CHECK(state->shard_numel(0) == 23);
   CHECK(alloc.stats().current(MemCategory::param) == (23 + 4) * 4);
 }
 
@@ -100,18 +102,19 @@ TEST_CASE("only held groups may be sharded; an untrained one keeps its shard's s
   MetaAllocator alloc(4);
   ParameterSet p;
   declare(p);
-  CHECK_THROWS_WITH(p.materialize(alloc, DType::f32, {false, true}, {false, true},
-                                  plan(ShardLevel::grad, 2, 0)),
+  CHECK_THROWS_WITH(TrainingState::materialize(p, alloc, DType::f32, {false, true}, {false, true},
+                                               plan(ShardLevel::grad, 2, 0)),
                     Catch::Contains("sharded but not held"));
   ParameterSet q;
   declare(q);
-  q.materialize(alloc, DType::f32, {true, true}, {false, true}, plan(ShardLevel::full, 2, 0));
-  q.allocate_grads();
-  q.allocate_adam_state();
+  const auto state = TrainingState::materialize(q, alloc, DType::f32, {true, true}, {false, true},
+                                                plan(ShardLevel::full, 2, 0));
+  state->allocate_grads();
+  state->allocate_adam_state();
   CHECK_FALSE(q.is_trained(0));
-  CHECK(q.keeps_training_state(0));
-  CHECK(q.shard_grads(0).numel() == 12);
-  CHECK(q.shard_adam_m(0).numel() == 12);
+  CHECK(state->keeps_training_state(0));
+  CHECK(state->shard_grads(0).numel() == 12);
+  CHECK(state->shard_adam_m(0).numel() == 12);
 }
 
 TEST_CASE("the shards of k ranks tile the whole initial values exactly", "[params][shard]") {
@@ -120,7 +123,7 @@ TEST_CASE("the shards of k ranks tile the whole initial values exactly", "[param
   declare(whole);
   whole.materialize(alloc, DType::f64);
   whole.init_values(42);
-  const std::vector<double> want = values_of(whole.group_values(0));
+  const std::vector<double> want = values_of(whole.group_params(0));
   for (ShardLevel level : {ShardLevel::optimizer, ShardLevel::full})
     for (int parts : {2, 3, 4}) {
       CAPTURE(shard_level_name(level), parts);
@@ -128,9 +131,10 @@ TEST_CASE("the shards of k ranks tile the whole initial values exactly", "[param
       for (int i = 0; i < parts; ++i) {
         ParameterSet p;
         declare(p);
-        p.materialize(alloc, DType::f64, {}, {}, plan(level, parts, i));
-        p.init_values(42);
-        for (double v : values_of(p.shard_values(0))) tiled.push_back(v);
+        const auto state =
+            TrainingState::materialize(p, alloc, DType::f64, {}, {}, plan(level, parts, i));
+        state->init_values(42);
+        for (double v : values_of(state->shard_values(0))) tiled.push_back(v);
         if (level == ShardLevel::optimizer) {
           // Whole parameters persist and are initialized whole.
           const std::vector<double> all = values_of(p.group_params(0));
@@ -148,29 +152,31 @@ TEST_CASE("the shards of k ranks tile the whole initial values exactly", "[param
 TEST_CASE("AdamW on k shards equals AdamW on the whole group", "[params][shard][optim]") {
   CpuAllocator alloc;
   const AdamWSettings settings{0.9, 0.95, 1e-8, 0.1};
-  ParameterSet whole;
-  declare(whole);
-  whole.materialize(alloc, DType::f64);
-  whole.init_values(7);
-  whole.allocate_grads();
-  AdamW reference(whole, settings);
+  ParameterSet whole_params;
+  declare(whole_params);
+  const auto whole = TrainingState::materialize(whole_params, alloc, DType::f64);
+  whole->init_values(7);
+  whole->allocate_grads();
+  AdamW reference(*whole, settings);
   const int parts = 3;
-  std::vector<std::unique_ptr<ParameterSet>> ranks;
+  std::vector<std::unique_ptr<ParameterSet>> rank_params;
+  std::vector<std::unique_ptr<TrainingState>> ranks;
   std::vector<std::unique_ptr<AdamW>> optimizers;
   for (int i = 0; i < parts; ++i) {
-    ranks.push_back(std::make_unique<ParameterSet>());
-    declare(*ranks.back());
-    ranks.back()->materialize(alloc, DType::f64, {}, {}, plan(ShardLevel::full, parts, i));
+    rank_params.push_back(std::make_unique<ParameterSet>());
+    declare(*rank_params.back());
+    ranks.push_back(TrainingState::materialize(*rank_params.back(), alloc, DType::f64, {}, {},
+                                               plan(ShardLevel::full, parts, i)));
     ranks.back()->init_values(7);
     ranks.back()->allocate_grads();
     optimizers.push_back(std::make_unique<AdamW>(*ranks.back(), settings));
   }
   for (int step = 1; step <= 3; ++step) {
-    Tensor g = whole.group_grads(0);
+    Tensor g = whole_params.group_grads(0);
     for (int64_t e = 0; e < g.numel(); ++e) set_value(g, e, grad_at(e + step));
     reference.update(step, 1e-2);
     for (int i = 0; i < parts; ++i) {
-      ParameterSet& p = *ranks[static_cast<size_t>(i)];
+      TrainingState& p = *ranks[static_cast<size_t>(i)];
       Tensor sg = p.shard_grads(0);
       for (int64_t e = 0; e < sg.numel(); ++e) {
         const int64_t at = p.shard_begin(0) + e;
@@ -179,9 +185,9 @@ TEST_CASE("AdamW on k shards equals AdamW on the whole group", "[params][shard][
       optimizers[static_cast<size_t>(i)]->update(step, 1e-2);
     }
   }
-  const std::vector<double> want = values_of(whole.group_values(0));
+  const std::vector<double> want = values_of(whole->group_values(0));
   for (int i = 0; i < parts; ++i) {
-    const ParameterSet& p = *ranks[static_cast<size_t>(i)];
+    const TrainingState& p = *ranks[static_cast<size_t>(i)];
     const std::vector<double> got = values_of(p.shard_values(0));
     for (size_t e = 0; e < got.size(); ++e) {
       const size_t at = static_cast<size_t>(p.shard_begin(0)) + e;
@@ -194,15 +200,18 @@ TEST_CASE("AdamW on k shards equals AdamW on the whole group", "[params][shard][
 TEST_CASE("assign writes what a rank stores of a parameter: whole or its shard's slice",
           "[params][shard]") {
   CpuAllocator alloc;
-  ParameterSet p;
-  declare(p);
-  p.materialize(alloc, DType::f64, {}, {}, plan(ShardLevel::full, 2, 1));  // elements [12, 24)
+  ParameterSet params;
+  declare(params);
+  // Elements [12, 24) of the first group.
+  const auto state = TrainingState::materialize(params, alloc, DType::f64, {}, {},
+                                                plan(ShardLevel::full, 2, 1));
+  TrainingState& p = *state;
   p.allocate_adam_state();
   OwnedTensor gain(alloc, {7}, DType::f64, MemCategory::workspace);  // offsets [10, 17)
   for (int64_t e = 0; e < 7; ++e) set_value(*gain, e, 100.0 + static_cast<double>(e));
-  p.assign(1, ParameterSet::Part::values, *gain);
-  p.assign(1, ParameterSet::Part::adam_v, *gain);
-  const ParameterSet::ShardSlice s = p.shard_slice(1);
+  p.assign(1, TrainingState::Part::values, *gain);
+  p.assign(1, TrainingState::Part::adam_v, *gain);
+  const TrainingState::ShardSlice s = p.shard_slice(1);
   CHECK(s.param_begin == 2);
   CHECK(s.shard_begin == 0);
   CHECK(s.length == 5);
@@ -216,7 +225,8 @@ TEST_CASE("bf16 shards keep f32 master shards and bf16 parameter shards", "[para
   MetaAllocator alloc(2);
   ParameterSet p;
   declare(p);
-  p.materialize(alloc, DType::bf16, {}, {}, plan(ShardLevel::full, 2, 0));
+  const auto state = TrainingState::materialize(p, alloc, DType::bf16, {}, {},
+                                                plan(ShardLevel::full, 2, 0));
   CHECK(alloc.stats().current(MemCategory::param) == (12 + 4) * 2);  // bf16 shard + other group
   CHECK(alloc.stats().current(MemCategory::master) == (12 + 4) * 4);
   p.allocate_full_params(0);

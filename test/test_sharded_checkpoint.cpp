@@ -28,7 +28,7 @@
 
 using namespace sdp;
 namespace fs = std::filesystem;
-using Part = ParameterSet::Part;
+using Part = TrainingState::Part;
 
 namespace {
 
@@ -62,7 +62,8 @@ OwnedTensor full_of(Allocator& a, const std::string& name, const Shape& shape, C
 }
 
 // Fills what `p` holds (values, moments of trained parameters, buffers) from expected().
-void fill(ParameterSet& p) {
+void fill(TrainingState& state) {
+  const ParameterSet& p = state.params();
   CpuAllocator a;
   for (int id = 0; id < p.count(); ++id) {
     if (!p.is_materialized(id)) continue;
@@ -71,7 +72,7 @@ void fill(ParameterSet& p) {
       const OwnedTensor full = full_of(a, d.full_name, d.full_shape, part);
       OwnedTensor piece(a, d.shape, DType::f64, MemCategory::workspace);
       copy_full_to_part(d, *full, *piece);
-      p.assign(id, into, *piece);
+      state.assign(id, into, *piece);
     };
     put(d.buffer ? ChunkPart::buffer : ChunkPart::values, Part::values);
     if (d.buffer || !p.is_trained(id)) continue;
@@ -82,7 +83,8 @@ void fill(ParameterSet& p) {
 
 // Every element `p` stores (values, moments, buffers) as expected() says;
 // elements of shards checked through shard_slice. Returns the count compared.
-int64_t check_holds_expected(const ParameterSet& p) {
+int64_t check_holds_expected(const TrainingState& state) {
+  const ParameterSet& p = state.params();
   int64_t compared = 0, wrong = 0;
   CpuAllocator a;
   for (int id = 0; id < p.count(); ++id) {
@@ -100,20 +102,20 @@ int64_t check_holds_expected(const ParameterSet& p) {
       compare(ChunkPart::buffer, p.param(id), 0);
       continue;
     }
-    if (!p.group_shard(g).sharded()) {
-      compare(ChunkPart::values, p.values(id).view({d.shape.numel()}), 0);
+    if (!state.group_shard(g).sharded()) {
+      compare(ChunkPart::values, state.values(id).view({d.shape.numel()}), 0);
       if (p.is_trained(id)) {
-        compare(ChunkPart::exp_avg, p.adam_m(id).view({d.shape.numel()}), 0);
-        compare(ChunkPart::exp_avg_sq, p.adam_v(id).view({d.shape.numel()}), 0);
+        compare(ChunkPart::exp_avg, state.adam_m(id).view({d.shape.numel()}), 0);
+        compare(ChunkPart::exp_avg_sq, state.adam_v(id).view({d.shape.numel()}), 0);
       }
       continue;
     }
-    const ParameterSet::ShardSlice sl = p.shard_slice(id);
+    const TrainingState::ShardSlice sl = state.shard_slice(id);
     if (sl.length == 0) continue;
     auto cut = [&](const Tensor& shard) { return shard.narrow(0, sl.shard_begin, sl.length); };
-    compare(ChunkPart::values, cut(p.shard_values(g)), sl.param_begin);
-    compare(ChunkPart::exp_avg, cut(p.shard_adam_m(g)), sl.param_begin);
-    compare(ChunkPart::exp_avg_sq, cut(p.shard_adam_v(g)), sl.param_begin);
+    compare(ChunkPart::values, cut(state.shard_values(g)), sl.param_begin);
+    compare(ChunkPart::exp_avg, cut(state.shard_adam_m(g)), sl.param_begin);
+    compare(ChunkPart::exp_avg_sq, cut(state.shard_adam_v(g)), sl.param_begin);
   }
   CHECK(wrong == 0);
   return compared;
@@ -132,15 +134,16 @@ void write_job(const fs::path& dir, ShardLevel level) {
     ParameterSet p;
     declare(p);
     const std::vector<bool> held = {true, r != 0};
-    p.materialize(a, DType::f64, held, held, {GroupShard{level, kRanks, r}, GroupShard{}});
-    p.allocate_adam_state();
-    fill(p);
+    const auto state = TrainingState::materialize(p, a, DType::f64, held, held,
+                                                  {GroupShard{level, kRanks, r}, GroupShard{}});
+    state->allocate_adam_state();
+    fill(*state);
     ChunkSelection sel;
     sel.root = {false, r == 1};
     std::vector<OwnedTensor> keep_alive;
     const std::string file = rank_file_name(r, kRanks);
     chunks_by_rank.push_back(
-        write_rank_file(dir, file, rank_chunks(p, sel, file, a, keep_alive)));
+        write_rank_file(dir, file, rank_chunks(*state, sel, file, a, keep_alive)));
   }
   ShardIndexHeader header;
   header.world_size = kRanks;
@@ -164,9 +167,9 @@ void load_whole(const fs::path& dir, const Shape& w_shape = {2, 5}) {
   CpuAllocator a;
   ParameterSet p;
   declare(p, w_shape);
-  p.materialize(a, DType::f64);
-  p.allocate_adam_state();
-  read_sharded_parameter_set(p, ShardedCheckpoint(dir), true);
+  const auto state = TrainingState::materialize(p, a, DType::f64);
+  state->allocate_adam_state();
+  read_sharded_parameter_set(*state, ShardedCheckpoint(dir), true);
 }
 
 }  // namespace
@@ -193,10 +196,10 @@ TEST_CASE("sharded checkpoint chunks of k ranks load into any cut of the paramet
       CpuAllocator a;
       ParameterSet p;
       declare(p);
-      p.materialize(a, DType::f64);
-      p.allocate_adam_state();
-      read_sharded_parameter_set(p, ck, true);
-      CHECK(check_holds_expected(p) == 3 * (23 + 8) + 3);
+      const auto state = TrainingState::materialize(p, a, DType::f64);
+      state->allocate_adam_state();
+      read_sharded_parameter_set(*state, ck, true);
+      CHECK(check_holds_expected(*state) == 3 * (23 + 8) + 3);
     }
     // Two ranks, sharded at another level and count: each holds its half.
     int64_t compared = 0;
@@ -204,20 +207,21 @@ TEST_CASE("sharded checkpoint chunks of k ranks load into any cut of the paramet
       CpuAllocator a;
       ParameterSet p;
       declare(p);
-      p.materialize(a, DType::f64, {}, {}, {GroupShard{ShardLevel::full, 2, r}, GroupShard{}});
-      p.allocate_adam_state();
-      read_sharded_parameter_set(p, ck, true);
-      compared += check_holds_expected(p);
+      const auto state = TrainingState::materialize(
+          p, a, DType::f64, {}, {}, {GroupShard{ShardLevel::full, 2, r}, GroupShard{}});
+      state->allocate_adam_state();
+      read_sharded_parameter_set(*state, ck, true);
+      compared += check_holds_expected(*state);
     }
     CHECK(compared == 3 * 23 + 2 * (3 * 8 + 3));
     // Another dtype: f64 chunks converted into an f32 set (the values are exact in f32).
     CpuAllocator a;
     ParameterSet p32;
     declare(p32);
-    p32.materialize(a, DType::f32);
-    p32.allocate_adam_state();
-    read_sharded_parameter_set(p32, ck, true);
-    CHECK(check_holds_expected(p32) == 3 * (23 + 8) + 3);
+    const auto state32 = TrainingState::materialize(p32, a, DType::f32);
+    state32->allocate_adam_state();
+    read_sharded_parameter_set(*state32, ck, true);
+    CHECK(check_holds_expected(*state32) == 3 * (23 + 8) + 3);
   }
 }
 
@@ -276,8 +280,8 @@ TEST_CASE("bad sharded checkpoints fail naming the file and what is wrong",
                ParameterSet p;
                declare(p);
                p.declare("extra", {3}, 1, InitKind::zeros);
-               p.materialize(a, DType::f64);
-               read_sharded_parameter_set(p, ShardedCheckpoint(dir), false);
+               const auto state = TrainingState::materialize(p, a, DType::f64);
+               read_sharded_parameter_set(*state, ShardedCheckpoint(dir), false);
              }),
              Catch::Contains(dir.string()) && Catch::Contains("has no tensor 'extra'"));
 

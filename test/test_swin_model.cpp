@@ -375,12 +375,12 @@ TEST_CASE("Swin forward rejects images of the wrong shape", "[model][swin][error
 TEST_CASE("Swin relative position bias tables are not weight-decayed", "[model][swin][optim]") {
   CpuAllocator alloc;
   SwinModel m(swin_micro());
-  m.materialize(alloc, DType::f64);
-  m.params().init_values(3);
-  m.params().allocate_grads();
+  const auto state = TrainingState::materialize(m, alloc, DType::f64);
+  state->init_values(3);
+  state->allocate_grads();
   Arena arena;
   const Weights before = full_values(m.params(), false, arena);
-  AdamW opt(m.params(), AdamWSettings{0.9, 0.95, 1e-8, 0.5});
+  AdamW opt(*state, AdamWSettings{0.9, 0.95, 1e-8, 0.5});
   opt.update(1, 0.1);  // zero gradients: only the decay moves values
   const Weights after = full_values(m.params(), false, arena);
   const std::string table = "layers.0.blocks.0.attn.relative_position_bias_table";

@@ -12,7 +12,7 @@
 #include "engine/plan/step_time.h"
 #include "engine/train/train_config.h"
 #include "models/common/recompute_policy.h"
-#include "models/common/shard_level.h"
+#include "engine/optim/shard_level.h"
 
 namespace sdp::planner {
 

@@ -6,23 +6,24 @@
 
 namespace sdp {
 
-AdamW::AdamW(ParameterSet& params, const AdamWSettings& settings)
-    : params_(params), settings_(settings) {
-  params_.allocate_adam_state();
-  segments_.resize(static_cast<size_t>(params_.group_count()));
+AdamW::AdamW(TrainingState& state, const AdamWSettings& settings)
+    : state_(state), settings_(settings) {
+  state_.allocate_adam_state();
+  const ParameterSet& params = state_.params();
+  segments_.resize(static_cast<size_t>(params.group_count()));
   segment_params_.resize(segments_.size());
-  for (int id = 0; id < params_.count(); ++id) {
+  for (int id = 0; id < params.count(); ++id) {
     // Held for the forward only, or a buffer (never trained).
     // Untrained, or a buffer: no update. (An untrained but sharded group
     // keeps its shard's state: backward masking with full sharding.)
-    if (!params_.keeps_training_state(params_.decl(id).group) || params_.decl(id).buffer) continue;
-    const ParamDecl& d = params_.decl(id);
+    const ParamDecl& d = params.decl(id);
+    if (!state_.keeps_training_state(d.group) || d.buffer) continue;
     const double decay =
         d.shape.ndim() >= 2 && !d.no_weight_decay ? settings_.weight_decay : 0.0;
     // Offsets inside this rank's shard of the group (the whole group when
     // it is not sharded); a parameter outside the shard is updated by the
     // rank that holds it.
-    const ParameterSet::ShardSlice sl = params_.shard_slice(id);
+    const TrainingState::ShardSlice sl = state_.shard_slice(id);
     if (sl.length > 0) {
       segments_[static_cast<size_t>(d.group)].push_back({sl.shard_begin, sl.length, decay});
       segment_params_[static_cast<size_t>(d.group)].push_back(id);
@@ -37,14 +38,14 @@ void AdamW::update(int64_t step, double lr) {
   c.beta2 = settings_.beta2;
   c.eps = settings_.eps;
   c.step = step;
-  for (int g = 0; g < params_.group_count(); ++g) {
+  for (int g = 0; g < state_.params().group_count(); ++g) {
     const auto& segments = segments_[static_cast<size_t>(g)];
     if (segments.empty()) continue;
-    Tensor values = params_.shard_values(g), m = params_.shard_adam_m(g),
-           v = params_.shard_adam_v(g);
-    Tensor low_precision = params_.shard_params(g);
-    ops::adamw_update_segments(values, params_.shard_grads(g), m, v, segments, c,
-                               params_.has_master(g) ? &low_precision : nullptr);
+    Tensor values = state_.shard_values(g), m = state_.shard_adam_m(g),
+           v = state_.shard_adam_v(g);
+    Tensor low_precision = state_.shard_params(g);
+    ops::adamw_update_segments(values, state_.shard_grads(g), m, v, segments, c,
+                               state_.has_master(g) ? &low_precision : nullptr);
     // Sums of squares are computed in double: f32 values cannot overflow
     // it, so a non-finite sum means a non-finite value.
     if (!std::isfinite(ops::sum_squares(values))) fail_nonfinite(step, g);
@@ -52,13 +53,13 @@ void AdamW::update(int64_t step, double lr) {
 }
 
 void AdamW::fail_nonfinite(int64_t step, int g) const {
-  const Tensor values = params_.shard_values(g);
+  const Tensor values = state_.shard_values(g);
   const auto& segments = segments_[static_cast<size_t>(g)];
   std::string name = format("storage group ", g);
   for (size_t k = 0; k < segments.size(); ++k)
     if (!std::isfinite(
             ops::sum_squares(values.narrow(0, segments[k].offset, segments[k].numel)))) {
-      name = "parameter '" + params_.decl(segment_params_[static_cast<size_t>(g)][k]).full_name +
+      name = "parameter '" + state_.params().decl(segment_params_[static_cast<size_t>(g)][k]).full_name +
              "'";
       break;
     }

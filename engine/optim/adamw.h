@@ -1,5 +1,5 @@
 #pragma once
-// AdamW over a ParameterSet: one multi-tensor update per trained storage
+// AdamW over a TrainingState: one multi-tensor update per trained storage
 // group (its flat buffers cut into one segment per parameter), weight decay
 // on matrices only (norm gains and other vectors are not decayed, the usual
 // choice for transformers; nor are parameters the model exempts, as Swin's
@@ -11,7 +11,7 @@
 #include <vector>
 
 #include "kernels/ops.h"
-#include "models/common/parameter_set.h"
+#include "engine/optim/training_state.h"
 
 namespace sdp {
 
@@ -24,7 +24,8 @@ struct AdamWSettings {
 
 class AdamW {
  public:
-  AdamW(ParameterSet& params, const AdamWSettings& settings);
+  // Allocates the moments (TrainingState::allocate_adam_state).
+  AdamW(TrainingState& state, const AdamWSettings& settings);
   // Applies update number `step` (1-based, for bias correction) at rate lr,
   // then checks the updated values: one that is not finite (a corrupted
   // moment, an overflow) stops training with an sdp::Error naming the step
@@ -38,7 +39,7 @@ class AdamW {
   // Names the first parameter of group g with a non-finite value; throws.
   [[noreturn]] void fail_nonfinite(int64_t step, int g) const;
 
-  ParameterSet& params_;
+  TrainingState& state_;
   AdamWSettings settings_;
   std::vector<std::vector<ops::AdamWSegment>> segments_;  // per group; empty if untrained
   std::vector<std::vector<int>> segment_params_;  // the parameter id of each segment

@@ -13,7 +13,7 @@
 
 #include "engine/parallel/parallel_settings.h"
 #include "models/common/recompute_policy.h"
-#include "models/common/shard_level.h"
+#include "engine/optim/shard_level.h"
 
 namespace sdp {
 

@@ -22,11 +22,12 @@ OwnerGroups::OwnerGroups(comm::Communicator& world, const SubnetLayout& layout)
   }
 }
 
-void OwnerGroups::average_gradients(ParameterSet& params, std::optional<DType> wire,
+void OwnerGroups::average_gradients(TrainingState& state, std::optional<DType> wire,
                                     Allocator* staging) {
+  ParameterSet& params = state.params();
   for (int g = 0; g < params.group_count(); ++g) {
     // Sharded groups are reduce-scattered instead (Sharding).
-    if (!params.group_decl(g).trained || params.group_shard(g).sharded()) continue;
+    if (!params.group_decl(g).trained || state.group_shard(g).sharded()) continue;
     comm::Communicator* c = comms_[static_cast<size_t>(g)];
     SDP_CHECK(c, "rank ", layout_.rank, " trains group ", params.group_decl(g).name,
               " but is not one of its owners");
@@ -48,25 +49,26 @@ void average_in(comm::Communicator& c, Tensor& grads, DType wire, Allocator* sta
   ops::convert(*copy, grads);
 }
 
-comm::Communicator& OwnerGroups::shard_comm(int g, const ParameterSet& params) {
-  const GroupShard& s = params.group_shard(g);
+comm::Communicator& OwnerGroups::shard_comm(int g, const TrainingState& state) {
+  const GroupShard& s = state.group_shard(g);
   comm::Communicator* owners = comms_[static_cast<size_t>(g)];
   if (owners && owners->size() == s.parts) return *owners;
   comm::Communicator* stage = mesh_.along(MeshAxis::data);
-  SDP_CHECK(stage && stage->size() == s.parts, "group ", params.group_decl(g).name,
+  SDP_CHECK(stage && stage->size() == s.parts, "group ", state.params().group_decl(g).name,
             " is cut into ", s.parts, " shards, but has ", owners ? owners->size() : 0,
             " owners and its stage ", layout_.replicas, " replicas");
   return *stage;
 }
 
-void OwnerGroups::broadcast_updated_values(ParameterSet& params) {
+void OwnerGroups::broadcast_updated_values(TrainingState& state) {
+  ParameterSet& params = state.params();
   for (int g = 0; g < params.group_count(); ++g) {
     const StorageGroup& sg = layout_.groups[static_cast<size_t>(g)];
     if (!sg.held) continue;  // another stage's
     // Every replica of the stage applied the same update.
     if (static_cast<int>(sg.owners.size()) == layout_.replicas) continue;
     // Every rank updated its own shard: there are no whole values to send.
-    if (params.group_shard(g).shards_params()) continue;
+    if (state.group_shard(g).shards_params()) continue;
     Tensor values = params.group_params(g);
     mesh_.along(MeshAxis::data)->broadcast(values, layout_.mesh.replica_of(sg.root));
   }
@@ -85,16 +87,17 @@ void OwnerGroups::merge_buffers(ParameterSet& params) {
   }
 }
 
-double OwnerGroups::gradient_square_share(const ParameterSet& params) const {
+double OwnerGroups::gradient_square_share(const TrainingState& state) const {
+  const ParameterSet& params = state.params();
   double sum = 0;
   for (int g = 0; g < params.group_count(); ++g)
-    if (params.group_decl(g).trained && !params.group_shard(g).sharded() &&
+    if (params.group_decl(g).trained && !state.group_shard(g).sharded() &&
         layout_.groups[static_cast<size_t>(g)].root == layout_.rank)
       sum += ops::sum_squares(params.group_grads(g));
   return sum;
 }
 
-void OwnerGroups::gather_to_rank0(const ParameterSet& local, ParameterSet* full,
+void OwnerGroups::gather_to_rank0(const TrainingState& local, TrainingState* full,
                                   bool optimizer_state) {
   const bool me0 = world_.rank() == 0;
   SDP_CHECK(!me0 || full, "gather_to_rank0: rank 0 needs a full parameter set");
@@ -102,29 +105,30 @@ void OwnerGroups::gather_to_rank0(const ParameterSet& local, ParameterSet* full,
   // A sharded group's part exists whole nowhere: its owners all-gather it
   // into `whole` (category comm) first, every owner taking part.
   OwnedTensor whole;
-  auto view = [&](const ParameterSet& p, int g, Part part) -> Tensor {
+  auto view = [&](const TrainingState& p, int g, Part part) -> Tensor {
     const GroupShard& s = p.group_shard(g);
     if (s.sharded() && part != buffers) {
       const Tensor shard = part == values         ? p.shard_values(g)
                            : part == first_moment ? p.shard_adam_m(g)
                                                   : p.shard_adam_v(g);
-      whole = OwnedTensor(p.allocator(), {p.padded_numel(g)}, shard.dtype(), MemCategory::comm);
+      whole = OwnedTensor(p.params().allocator(), {p.padded_numel(g)}, shard.dtype(),
+                          MemCategory::comm);
       shard_comm(g, p).all_gather(shard, *whole);
-      return whole->narrow(0, 0, p.group_decl(g).numel);
+      return whole->narrow(0, 0, p.params().group_decl(g).numel);
     }
     switch (part) {
       case values: return p.group_values(g);
-      case buffers: return p.group_buffers(g);
+      case buffers: return p.params().group_buffers(g);
       case first_moment: return p.group_adam_m(g);
       case second_moment: break;
     }
     return p.group_adam_v(g);
   };
-  for (int g = 0; g < local.group_count(); ++g) {
+  for (int g = 0; g < local.params().group_count(); ++g) {
     const StorageGroup& sg = layout_.groups[static_cast<size_t>(g)];
     for (Part part : {values, buffers, first_moment, second_moment}) {
       if ((part == first_moment || part == second_moment) && !optimizer_state) break;
-      if (part == buffers && local.group_decl(g).buffer_numel == 0) continue;
+      if (part == buffers && local.params().group_decl(g).buffer_numel == 0) continue;
       // Whether rank 0 has this part, known to every rank from the layout:
       // values and buffers wherever the group is held, moments only where
       // it is owned.

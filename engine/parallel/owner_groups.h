@@ -12,7 +12,7 @@
 #include "comm/communicator.h"
 #include "engine/parallel/rank_mesh.h"
 #include "engine/parallel/strategy.h"
-#include "models/common/parameter_set.h"
+#include "engine/optim/training_state.h"
 
 namespace sdp {
 
@@ -30,17 +30,17 @@ class OwnerGroups {
   // `wire` dtype other than the gradients' (bf16 next to f32 gradients) each
   // group travels as a copy in that dtype (category comm, from `staging`):
   // half the bytes, bf16's precision. Default: the gradients' own dtype.
-  void average_gradients(ParameterSet& params, std::optional<DType> wire = std::nullopt,
+  void average_gradients(TrainingState& state, std::optional<DType> wire = std::nullopt,
                          Allocator* staging = nullptr);
   // Backward masking: every group of this rank's stage not owned by all its
   // replicas goes from its root to every replica (one broadcast per group
   // over the stage's replicas: the world without a pipeline), so all ranks
   // of a stage keep its full, identical parameters.
-  void broadcast_updated_values(ParameterSet& params);
+  void broadcast_updated_values(TrainingState& state);
   // Sum of squares of this rank's share of the gradients: each group is
   // counted by its root only, so an all-reduce over the world gives the
   // squared norm of the full model's (averaged) gradient.
-  double gradient_square_share(const ParameterSet& params) const;
+  double gradient_square_share(const TrainingState& state) const;
 
   // Buffers (BatchNorm running statistics) of every held group become the
   // mean over the ranks that hold it: its owners under forward masking,
@@ -55,17 +55,17 @@ class OwnerGroups {
   void merge_buffers(ParameterSet& params);
 
   // Copies every group of `local` into `full` on rank 0 (full holds and
-  // trains every group, same layout): values and buffers, and with
-  // optimizer_state the AdamW moments. Groups rank 0 lacks come from their
-  // roots by send/recv.
-  void gather_to_rank0(const ParameterSet& local, ParameterSet* full, bool optimizer_state);
+  // trains every group, same layout, nothing sharded): values and buffers,
+  // and with optimizer_state the AdamW moments. Groups rank 0 lacks come
+  // from their roots by send/recv.
+  void gather_to_rank0(const TrainingState& local, TrainingState* full, bool optimizer_state);
 
   comm::Communicator& world() { return world_; }
   const SubnetLayout& layout() const { return layout_; }
   // The communicator a sharded group is cut over: its owners, or its
   // stage's replicas (backward masking with full sharding: every rank of
   // the stage holds a shard; the world without a pipeline).
-  comm::Communicator& shard_comm(int g, const ParameterSet& params);
+  comm::Communicator& shard_comm(int g, const TrainingState& state);
   // The communicator of group g on this rank (nullptr when not an owner).
   comm::Communicator* group_comm(int g) { return comms_[static_cast<size_t>(g)]; }
   // This rank's communicator along a mesh axis (nullptr for an axis of size 1).

@@ -18,7 +18,7 @@
 
 #include "engine/parallel/strategy_table.h"
 #include "models/common/recompute_policy.h"
-#include "models/common/shard_level.h"
+#include "engine/optim/shard_level.h"
 
 namespace sdp {
 

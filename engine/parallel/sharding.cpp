@@ -6,15 +6,17 @@
 
 namespace sdp {
 
-Sharding::Sharding(ParameterSet& params, OwnerGroups& groups,
+Sharding::Sharding(TrainingState& training, OwnerGroups& groups,
                    std::vector<std::vector<int>> site_params, bool reshard_after_forward)
-    : params_(params), reshard_after_forward_(reshard_after_forward) {
+    : training_state_(training), params_(training.params()),
+      reshard_after_forward_(reshard_after_forward) {
+  const ParameterSet& params = params_;
   const int G = params.group_count();
   state_.resize(static_cast<size_t>(G));
   for (int g = 0; g < G; ++g) {
-    const GroupShard& s = params.group_shard(g);
+    const GroupShard& s = training_state_.group_shard(g);
     if (!s.sharded()) continue;
-    comm::Communicator& c = groups.shard_comm(g, params);
+    comm::Communicator& c = groups.shard_comm(g, training_state_);
     SDP_CHECK(c.rank() == s.index, "group ", params.group_decl(g).name, ": shard ", s.index,
               " on rank ", c.rank(), " of its communicator");
     GroupState& st = state_[static_cast<size_t>(g)];
@@ -37,7 +39,7 @@ Sharding::Sharding(ParameterSet& params, OwnerGroups& groups,
   for (int id = 0; id < params.count(); ++id) {
     const int g = params.decl(id).group;
     group_of_param_[static_cast<size_t>(id)] = g;
-    if (params.group_shard(g).shards_grads() && !params.decl(id).buffer &&
+    if (training_state_.group_shard(g).shards_grads() && !params.decl(id).buffer &&
         !state_[static_cast<size_t>(g)].reduce_after_site)
       ++state_[static_cast<size_t>(g)].trained_params;
   }
@@ -50,7 +52,7 @@ Sharding::Sharding(ParameterSet& params, OwnerGroups& groups,
     std::sort(gs.begin(), gs.end());
     gs.erase(std::unique(gs.begin(), gs.end()), gs.end());
     for (int g : gs) {
-      const GroupShard& s = params.group_shard(g);
+      const GroupShard& s = training_state_.group_shard(g);
       if (!params.group_decl(g).materialized) continue;
       if (s.shards_params()) {
         site_groups_[static_cast<size_t>(site)].push_back(g);
@@ -62,7 +64,7 @@ Sharding::Sharding(ParameterSet& params, OwnerGroups& groups,
     }
   }
   for (int g = 0; g < G; ++g)
-    SDP_CHECK(!params.group_shard(g).shards_params() || state_[static_cast<size_t>(g)].first_site >= 0,
+    SDP_CHECK(!training_state_.group_shard(g).shards_params() || state_[static_cast<size_t>(g)].first_site >= 0,
               "group ", params.group_decl(g).name, " is sharded but no site reads it");
   if (sites > 0)
     for (int g : site_grad_groups_[0]) {
@@ -82,7 +84,7 @@ void Sharding::gather(int g, bool wait) {
   if (params_.has_full_params(g)) return;  // still gathered
   params_.allocate_full_params(g);
   Tensor whole = params_.group_params_padded(g);  // [P]
-  const Tensor shard = params_.shard_params(g);   // [P / parts]
+  const Tensor shard = training_state_.shard_params(g);   // [P / parts]
   if (wait)
     st.comm->all_gather(shard, whole);
   else
@@ -185,7 +187,7 @@ void Sharding::end_backward() {
 void Sharding::grads_ready(std::span<const int> param_ids) {
   for (int id : param_ids) {
     const int g = group_of_param_[static_cast<size_t>(id)];
-    if (!params_.group_shard(g).shards_grads()) continue;
+    if (!training_state_.group_shard(g).shards_grads()) continue;
     GroupState& st = state_[static_cast<size_t>(g)];
     if (st.reduce_after_site) continue;  // reduced when its site's backward is over
     if (part_ != BackwardPart::whole) continue;  // reduced when a W ends
@@ -199,18 +201,18 @@ void Sharding::grads_ready(std::span<const int> param_ids) {
 void Sharding::reduce_scatter_into_shard(int g) {
   GroupState& st = state_[static_cast<size_t>(g)];
   Tensor whole = params_.group_grads_padded(g);  // [P]
-  Tensor mine = whole.narrow(0, params_.shard_begin(g), params_.shard_numel(g));  // [S]
+  Tensor mine = whole.narrow(0, training_state_.shard_begin(g), training_state_.shard_numel(g));  // [S]
   st.comm->reduce_scatter(whole, mine, comm::ReduceOp::average);
   if (st.owner_scale != 1.0) ops::scale(mine, st.owner_scale);
   // Micro-batches add up in the shard, as they would in whole gradients.
-  Tensor shard = params_.shard_grads(g);
+  Tensor shard = training_state_.shard_grads(g);
   ops::add(shard, mine, shard);
   params_.release_full_grads(g);
 }
 
 void Sharding::reduce_remaining_gradients() {
   for (int g = 0; g < params_.group_count(); ++g) {
-    const GroupShard& s = params_.group_shard(g);
+    const GroupShard& s = training_state_.group_shard(g);
     if (!s.sharded()) continue;
     if (s.shards_grads()) {
       SDP_CHECK(!params_.has_full_grads(g), "group ", params_.group_decl(g).name, ": ",
@@ -221,17 +223,17 @@ void Sharding::reduce_remaining_gradients() {
     // Whole gradients, accumulated over the micro-batches: one reduce-scatter
     // in place leaves this rank's averaged shard in its chunk.
     Tensor whole = params_.group_grads_padded(g);
-    Tensor mine = params_.shard_grads(g);
+    Tensor mine = training_state_.shard_grads(g);
     state_[static_cast<size_t>(g)].comm->reduce_scatter(whole, mine, comm::ReduceOp::average);
   }
 }
 
 void Sharding::gather_updated_parameters() {
   for (int g = 0; g < params_.group_count(); ++g) {
-    const GroupShard& s = params_.group_shard(g);
+    const GroupShard& s = training_state_.group_shard(g);
     if (!s.sharded() || s.shards_params()) continue;
     Tensor whole = params_.group_params_padded(g);  // [P], this rank's chunk updated
-    const Tensor mine = params_.shard_params(g);
+    const Tensor mine = training_state_.shard_params(g);
     state_[static_cast<size_t>(g)].comm->all_gather(mine, whole);
   }
 }
@@ -239,13 +241,13 @@ void Sharding::gather_updated_parameters() {
 double Sharding::gradient_square_share() const {
   double sum = 0;
   for (int g = 0; g < params_.group_count(); ++g)
-    if (params_.group_shard(g).sharded()) sum += ops::sum_squares(params_.shard_grads(g));
+    if (training_state_.group_shard(g).sharded()) sum += ops::sum_squares(training_state_.shard_grads(g));
   return sum;
 }
 
 void Sharding::release_all() {
   for (int g = 0; g < params_.group_count(); ++g)
-    if (params_.group_shard(g).shards_params()) release(g);
+    if (training_state_.group_shard(g).shards_params()) release(g);
 }
 
 }  // namespace sdp

@@ -1,6 +1,6 @@
 #pragma once
 // FSDP / ZeRO for one rank: the collectives of the sharded storage groups
-// (models/common/shard_level.h). Sharding is an axis of its own: each
+// (engine/optim/shard_level.h). Sharding is an axis of its own: each
 // trained group is partitioned over its owners (k ranks of its owner set;
 // the shared group over the whole world), so SDP and sharding multiply.
 // Per level, for one step of M micro-batches:
@@ -37,15 +37,15 @@
 #include "engine/parallel/owner_groups.h"
 #include "engine/parallel/strategy.h"
 #include "models/common/param_hooks.h"
-#include "models/common/parameter_set.h"
+#include "engine/optim/training_state.h"
 
 namespace sdp {
 
 class Sharding {
  public:
   // site_params[s]: the parameter ids site s reads. The groups' partition
-  // is the parameter set's (ParameterSet::group_shard).
-  Sharding(ParameterSet& params, OwnerGroups& groups, std::vector<std::vector<int>> site_params,
+  // is the training state's (TrainingState::group_shard).
+  Sharding(TrainingState& training, OwnerGroups& groups, std::vector<std::vector<int>> site_params,
            bool reshard_after_forward);
 
   // Whether any group is sharded here (otherwise every call is a no-op).
@@ -117,7 +117,8 @@ class Sharding {
   // Next site after `site` in `pass` order with a group to gather, or -1.
   int next_site_to_gather(int site, ParamPass pass) const;
 
-  ParameterSet& params_;
+  TrainingState& training_state_;
+  ParameterSet& params_;  // training_state_'s
   std::vector<std::vector<int>> site_groups_;  // held, parameter-sharded groups per site
   std::vector<std::vector<int>> site_grad_groups_;  // gradient-sharded groups per site
   std::vector<GroupState> state_;

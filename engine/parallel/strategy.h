@@ -17,7 +17,7 @@
 #include "engine/parallel/strategy_table.h"
 #include "engine/plan/subnet_plan.h"
 #include "models/common/component.h"
-#include "models/common/shard_level.h"
+#include "engine/optim/shard_level.h"
 #include "models/common/stage_span.h"
 #include "models/registry.h"
 

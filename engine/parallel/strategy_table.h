@@ -18,7 +18,7 @@
 #include <string_view>
 
 #include "models/common/component.h"
-#include "models/common/shard_level.h"
+#include "engine/optim/shard_level.h"
 
 namespace sdp {
 

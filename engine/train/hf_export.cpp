@@ -56,12 +56,14 @@ const char* torch_dtype_name(DType dtype) {
   fail("config.json: no torch dtype name for ", dtype_name(dtype));
 }
 
-std::vector<checkpoint::NamedTensor> full_moment_tensors(const ParameterSet& p, Allocator& scratch,
+std::vector<checkpoint::NamedTensor> full_moment_tensors(const TrainingState& state,
+                                                       Allocator& scratch,
                                                        std::vector<OwnedTensor>& keep_alive) {
+  const ParameterSet& p = state.params();
   auto moments = full_named_tensors(
-      p, [&](int id) { return p.adam_m(id); }, "exp_avg.", scratch, keep_alive, false);
+      p, [&](int id) { return state.adam_m(id); }, "exp_avg.", scratch, keep_alive, false);
   for (auto& t : full_named_tensors(
-           p, [&](int id) { return p.adam_v(id); }, "exp_avg_sq.", scratch, keep_alive, false))
+           p, [&](int id) { return state.adam_v(id); }, "exp_avg_sq.", scratch, keep_alive, false))
     moments.push_back(t);
   return moments;
 }
@@ -79,12 +81,13 @@ void write_hf_config(const Model& model, DType stored, const std::filesystem::pa
 }
 
 void export_hf_model(const Model& model, const std::filesystem::path& dir,
-                     const HfExportOptions& options) {
+                     const HfExportOptions& options, const TrainingState* state) {
   const ParameterSet& p = model.params();
+  SDP_CHECK(!state || &state->params() == &p, "export: the training state is another model's");
   CpuAllocator scratch;
   std::vector<OwnedTensor> assembled;
   const auto weights = full_named_tensors(
-      p, [&](int id) { return p.values(id); }, "", scratch, assembled);
+      p, [&](int id) { return state ? state->values(id) : p.param(id); }, "", scratch, assembled);
   std::filesystem::create_directories(dir);
   checkpoint::save_tensor_collection(dir, "model", weights, options.max_shard_bytes,
                                      {{"format", "pt"}});

@@ -20,6 +20,7 @@
 #include "engine/checkpoint/safetensors.h"
 #include "engine/checkpoint/tensor_collection.h"
 #include "engine/data/tokenizer_facts.h"
+#include "engine/optim/training_state.h"
 #include "models/common/model.h"
 
 namespace sdp {
@@ -35,9 +36,11 @@ struct HfExportOptions {
 // Writes model.safetensors (or its shards and index), config.json (and for
 // LLaMA the tokenizer files) into `dir` (created if missing; existing files
 // of those names are replaced, stale shards of another split removed).
-// Every parameter group must be materialized in host memory.
+// Every parameter group must be materialized in host memory. The values
+// written are the model's parameters, or with `state` its authoritative
+// values (the f32 master copies of a bf16 run).
 void export_hf_model(const Model& model, const std::filesystem::path& dir,
-                     const HfExportOptions& options = {});
+                     const HfExportOptions& options = {}, const TrainingState* state = nullptr);
 
 // config.json (and for LLaMA generation_config.json and the tokenizer files)
 // for weights stored in `stored` (torch_dtype), without writing the weights:
@@ -60,16 +63,17 @@ std::vector<checkpoint::NamedTensor> full_named_tensors(
 
 // The AdamW moments of every trained parameter as optimizer.safetensors
 // holds them: all "exp_avg.<name>" first, then all "exp_avg_sq.<name>".
-std::vector<checkpoint::NamedTensor> full_moment_tensors(const ParameterSet& p, Allocator& scratch,
+std::vector<checkpoint::NamedTensor> full_moment_tensors(const TrainingState& state,
+                                                       Allocator& scratch,
                                                        std::vector<OwnedTensor>& keep_alive);
 
-// Reads every held parameter of `p` from `weights` (HF names, full tensors;
+// Reads every held parameter of `state` from `weights` (HF names, full tensors;
 // pieces take their rows / columns), and, when `moments` is given, the AdamW
 // moments of every trained one ("exp_avg.<name>", "exp_avg_sq.<name>"). So a
 // checkpoint loads into any cut of the model: another plan, world size or
 // granularity.
 // Either form of the files (one file or shards) reads the same.
-void read_parameter_set(ParameterSet& p, const checkpoint::TensorCollection& weights,
+void read_parameter_set(TrainingState& state, const checkpoint::TensorCollection& weights,
                         const checkpoint::TensorCollection* moments);
 
 }  // namespace sdp

@@ -112,8 +112,9 @@ void require_same_group_sizes(comm::Communicator& world, const ParameterSet& par
 }
 
 void require_same_resumed_state(comm::Communicator& world, const SubnetLayout& layout,
-                                const ParameterSet& params, int64_t step,
+                                const TrainingState& state, int64_t step,
                                 const nlohmann::json& data_state) {
+  const ParameterSet& params = state.params();
   if (world.size() == 1) return;  // nobody to disagree with
   require_same_step(world, step);
   comm::require_same_on_all_ranks(
@@ -129,16 +130,16 @@ void require_same_resumed_state(comm::Communicator& world, const SubnetLayout& l
     const size_t at = 2 * static_cast<size_t>(g);
     // A sharded group's owners hold different shards: only its buffers
     // (whole everywhere) are compared.
-    const bool sharded = params.group_shard(g).sharded();
+    const bool sharded = state.group_shard(g).sharded();
     if (d.materialized) {
       uint64_t h = sharded ? 1 : tensor_content_hash(params.group_params(g), 1);
       if (d.buffer_numel > 0) h = tensor_content_hash(params.group_buffers(g), h);
       mine[at] = h;
     }
     if (d.trained && !sharded) {
-      uint64_t h = tensor_content_hash(params.group_values(g), 2);
-      h = tensor_content_hash(params.group_adam_m(g), h);
-      mine[at + 1] = tensor_content_hash(params.group_adam_v(g), h);
+      uint64_t h = tensor_content_hash(state.group_values(g), 2);
+      h = tensor_content_hash(state.group_adam_m(g), h);
+      mine[at + 1] = tensor_content_hash(state.group_adam_v(g), h);
     }
   }
   const auto by_rank = gather_words(world, mine);

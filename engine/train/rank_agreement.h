@@ -13,6 +13,7 @@
 
 #include "comm/communicator.h"
 #include "engine/parallel/strategy.h"
+#include "engine/optim/training_state.h"
 #include "models/common/parameter_set.h"
 
 namespace sdp {
@@ -29,7 +30,7 @@ void require_same_group_sizes(comm::Communicator& world, const ParameterSet& par
 // (parameters as the forward reads them, and buffers, on every holder;
 // master values and AdamW moments on every owner), by 64-bit hashes.
 void require_same_resumed_state(comm::Communicator& world, const SubnetLayout& layout,
-                                const ParameterSet& params, int64_t step,
+                                const TrainingState& state, int64_t step,
                                 const nlohmann::json& data_state);
 
 // A 64-bit hash of a contiguous tensor's bytes (device tensors through a

@@ -106,9 +106,10 @@ void add_chunk(std::vector<Chunk>& out, const ParamDecl& d, ChunkPart part, cons
 
 }  // namespace
 
-std::vector<Chunk> rank_chunks(const ParameterSet& p, const ChunkSelection& selection,
+std::vector<Chunk> rank_chunks(const TrainingState& training, const ChunkSelection& selection,
                                const std::string& file, Allocator& scratch,
                                std::vector<OwnedTensor>& keep_alive) {
+  const ParameterSet& p = training.params();
   SDP_CHECK(selection.root.size() == static_cast<size_t>(p.group_count()), "rank_chunks: ",
             selection.root.size(), " root flags for ", p.group_count(), " storage groups");
   std::vector<Chunk> out;
@@ -125,23 +126,24 @@ std::vector<Chunk> rank_chunks(const ParameterSet& p, const ChunkSelection& sele
       if (selection.buffers && root) add(d, ChunkPart::buffer, p.param(id), 0);
       continue;
     }
-    const bool moments = selection.optimizer_state && p.keeps_training_state(g) && p.has_adam_state();
-    if (p.group_shard(g).sharded()) {
+    const bool moments = selection.optimizer_state && training.keeps_training_state(g) &&
+                         training.has_adam_state();
+    if (training.group_shard(g).sharded()) {
       // Every owner writes the slice of the parameter in its shard.
-      const ParameterSet::ShardSlice sl = p.shard_slice(id);
+      const TrainingState::ShardSlice sl = training.shard_slice(id);
       if (sl.length == 0) continue;
       auto slice = [&](const Tensor& shard) { return shard.narrow(0, sl.shard_begin, sl.length); };
-      add(d, ChunkPart::values, slice(p.shard_values(g)), sl.param_begin);
+      add(d, ChunkPart::values, slice(training.shard_values(g)), sl.param_begin);
       if (!moments) continue;
-      add(d, ChunkPart::exp_avg, slice(p.shard_adam_m(g)), sl.param_begin);
-      add(d, ChunkPart::exp_avg_sq, slice(p.shard_adam_v(g)), sl.param_begin);
+      add(d, ChunkPart::exp_avg, slice(training.shard_adam_m(g)), sl.param_begin);
+      add(d, ChunkPart::exp_avg_sq, slice(training.shard_adam_v(g)), sl.param_begin);
     } else if (root) {
       SDP_CHECK(!selection.optimizer_state || p.is_trained(id), "rank_chunks: this rank is the "
                 "root of group ", p.group_decl(g).name, " but does not train it");
-      add(d, ChunkPart::values, p.values(id), 0);
+      add(d, ChunkPart::values, training.values(id), 0);
       if (!moments) continue;
-      add(d, ChunkPart::exp_avg, p.adam_m(id), 0);
-      add(d, ChunkPart::exp_avg_sq, p.adam_v(id), 0);
+      add(d, ChunkPart::exp_avg, training.adam_m(id), 0);
+      add(d, ChunkPart::exp_avg_sq, training.adam_v(id), 0);
     }
   }
   return out;
@@ -470,8 +472,9 @@ OwnedTensor ShardedCheckpoint::read_full(const std::string& full_name, ChunkPart
   return full;
 }
 
-void read_sharded_parameter_set(ParameterSet& p, const ShardedCheckpoint& checkpoint,
+void read_sharded_parameter_set(TrainingState& training, const ShardedCheckpoint& checkpoint,
                                 bool moments) {
+  const ParameterSet& p = training.params();
   CpuAllocator scratch;
   const DType state = p.state_dtype();
   // The last whole tensor rebuilt, in the state dtype: consecutive pieces of
@@ -501,19 +504,19 @@ void read_sharded_parameter_set(ParameterSet& p, const ShardedCheckpoint& checkp
     cached_key = key;
     return *cached;
   };
-  using Part = ParameterSet::Part;
+  using Part = TrainingState::Part;
   auto load = [&](int id, ChunkPart part, Part into) {
     const ParamDecl& d = p.decl(id);
     const Tensor& full = whole(d, part);
     OwnedTensor host(scratch, d.shape, state, MemCategory::workspace);
     copy_full_to_part(d, full, *host);
-    p.assign(id, into, *host);
+    training.assign(id, into, *host);
   };
   for (int id = 0; id < p.count(); ++id) {
     if (!p.is_materialized(id)) continue;
     const ParamDecl& d = p.decl(id);
     load(id, d.buffer ? ChunkPart::buffer : ChunkPart::values, Part::values);
-    if (!moments || !p.keeps_training_state(d.group) || d.buffer) continue;
+    if (!moments || !training.keeps_training_state(d.group) || d.buffer) continue;
     load(id, ChunkPart::exp_avg, Part::adam_m);
     load(id, ChunkPart::exp_avg_sq, Part::adam_v);
   }

@@ -104,18 +104,18 @@ struct Chunk {
   Tensor data;
 };
 
-// What one rank writes of its ParameterSet (see "Who writes what" above).
+// What one rank writes of its training state (see "Who writes what" above).
 struct ChunkSelection {
   std::vector<bool> root;       // [groups]: this rank is the group's root
   bool optimizer_state = true;  // AdamW moments too
   bool buffers = true;          // the buffers of the groups it is root of
 };
 
-// The chunks a rank with parameter set `p` writes into rank file `file`.
+// The chunks a rank with training state `state` writes into rank file `file`.
 // Needs no communication, so a test can stand in for every rank of a job.
 // Device or low-precision parts are copied to host buffers from `scratch`
 // that `keep_alive` owns until the chunks are written.
-std::vector<Chunk> rank_chunks(const ParameterSet& p, const ChunkSelection& selection,
+std::vector<Chunk> rank_chunks(const TrainingState& state, const ChunkSelection& selection,
                                const std::string& file, Allocator& scratch,
                                std::vector<OwnedTensor>& keep_alive);
 // Every buffer of every held group of `p`, whole (rank 0's assembled full
@@ -188,16 +188,16 @@ class ShardedCheckpoint {
 };
 
 // As read_parameter_set (hf_export.h) from a sharded checkpoint: every held
-// parameter of `p` (and buffer), and with `moments` the AdamW moments of
+// parameter of `state` (and buffer), and with `moments` the AdamW moments of
 // every trained one; each whole tensor is rebuilt on the host, cut to the
-// piece `p` stores and handed to ParameterSet::assign, which keeps this
-// rank's part of it.
-void read_sharded_parameter_set(ParameterSet& p, const ShardedCheckpoint& checkpoint,
+// piece this model stores and handed to TrainingState::assign, which keeps
+// this rank's part of it.
+void read_sharded_parameter_set(TrainingState& state, const ShardedCheckpoint& checkpoint,
                                 bool moments);
 
 // Everything one rank passes to save_sharded_checkpoint.
 struct ShardedSave {
-  const ParameterSet* params = nullptr;  // this rank's
+  const TrainingState* params = nullptr;  // this rank's
   ChunkSelection selection;
   // Rank 0: buffers are written from here (selection.buffers off everywhere).
   const ParameterSet* buffers_from = nullptr;

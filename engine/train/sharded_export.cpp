@@ -43,10 +43,9 @@ void export_sharded_checkpoint(const fs::path& checkpoint, const fs::path& out,
   // The index's dtype, which ShardedCheckpoint checked (as sdp-train does)
   // and holds every chunk to, so the tensors written match config.json's
   // torch_dtype (checked below).
-  model->materialize(host, sharded.dtype());
-  ParameterSet& p = model->params();
-  p.allocate_adam_state();
-  read_sharded_parameter_set(p, sharded, true);
+  const auto training = TrainingState::materialize(*model, host, sharded.dtype());
+  training->allocate_adam_state();
+  read_sharded_parameter_set(*training, sharded, true);
 
   ck::DirectoryTransaction tx(out);
   const fs::path& staging = tx.staging_dir();
@@ -54,9 +53,9 @@ void export_sharded_checkpoint(const fs::path& checkpoint, const fs::path& out,
     CpuAllocator scratch;
     std::vector<OwnedTensor> assembled;
     const auto weights = full_named_tensors(
-        p, [&](int id) { return p.values(id); }, "", scratch, assembled);
+        model->params(), [&](int id) { return training->values(id); }, "", scratch, assembled);
     ck::save_tensor_collection(staging, "model", weights, max_shard_bytes, {{"format", "pt"}});
-    const auto moments = full_moment_tensors(p, scratch, assembled);
+    const auto moments = full_moment_tensors(*training, scratch, assembled);
     ck::save_tensor_collection(staging, "optimizer", moments, max_shard_bytes);
   }
   // config.json must describe the tensors written: a torch_dtype other

@@ -136,12 +136,12 @@ Trainer::Trainer(const TrainConfig& config, std::unique_ptr<comm::Communicator> 
   if (model_->token_vocabulary() > 0 && train_data_->vocab_size() > model_->token_vocabulary())
     fail("data '", config_.data, "' has vocabulary ", train_data_->vocab_size(), " but model ",
          model_->name(), " has only ", model_->token_vocabulary(), " embeddings");
-  model_->materialize(*alloc_, dtype, layout_.held_mask(), layout_.trained_mask(),
-                      layout_.shard_plan());
+  state_ = TrainingState::materialize(*model_, *alloc_, dtype, layout_.held_mask(),
+                                      layout_.trained_mask(), layout_.shard_plan());
   model_->set_recompute(config_.parallel.recompute());
   if (layout_.pipelined()) model_->set_stage(layout_.stages[static_cast<size_t>(layout_.stage)]);
-  model_->params().init_values(config_.seed);  // same values on every owner
-  model_->params().allocate_grads();
+  state_->init_values(config_.seed);  // same values on every owner
+  state_->allocate_grads();
   require_same_group_sizes(w, model_->params());  // before the first collective on them
   groups_ = std::make_unique<OwnerGroups>(w, layout_);
   const double bucket_mb =
@@ -150,7 +150,7 @@ Trainer::Trainer(const TrainConfig& config, std::unique_ptr<comm::Communicator> 
   std::vector<std::vector<int>> site_params;
   for (int site = 0; site < model_->site_count(); ++site)
     site_params.push_back(model_->site_params(site));
-  sharding_ = std::make_unique<Sharding>(model_->params(), *groups_, std::move(site_params),
+  sharding_ = std::make_unique<Sharding>(*state_, *groups_, std::move(site_params),
                                          config_.parallel.reshard_after_forward);
   if (sharding_->active())
     model_->set_param_hooks({[this](int site, ParamPass pass) { sharding_->params_needed(site, pass); },
@@ -163,7 +163,7 @@ Trainer::Trainer(const TrainConfig& config, std::unique_ptr<comm::Communicator> 
                                                  static_cast<size_t>(bucket_mb * (1 << 20)),
                                                  reduce_dtype_, alloc_.get());
   optimizer_ = std::make_unique<AdamW>(
-      model_->params(),
+      *state_,
       AdamWSettings{config_.beta1, config_.beta2, config_.eps, config_.weight_decay});
   schedule_ = LrSchedule{config_.lr, config_.min_lr, config_.warmup, config_.steps};
   control_ = OwnedTensor(host_allocator(), {2}, DType::f64, MemCategory::comm);
@@ -334,8 +334,7 @@ StepResult Trainer::train_step() {
   comm::Communicator& w = *world_;
   w.stats().reset();
   ops::reset_flop_count();
-  ParameterSet& params = model_->params();
-  params.zero_grads();
+  state_->zero_grads();
 
   const int64_t examples_per_micro = train_data_->examples();
   const double loss_scale = 1.0 / static_cast<double>(examples_per_micro * config_.grad_accum);
@@ -348,13 +347,13 @@ StepResult Trainer::train_step() {
     if (buckets_)
       buckets_->finish();  // what backward did not start yet, then wait for all
     else
-      groups_->average_gradients(params, reduce_dtype_, alloc_.get());
+      groups_->average_gradients(*state_, reduce_dtype_, alloc_.get());
     // One small all-reduce carries the loss and this rank's share of the
     // squared gradient norm (each whole group counted once, by its root;
     // each sharded group by its shards).
     double* ctl = control_->data<double>();
     ctl[0] = loss_sum;
-    ctl[1] = groups_->gradient_square_share(params) + sharding_->gradient_square_share();
+    ctl[1] = groups_->gradient_square_share(*state_) + sharding_->gradient_square_share();
     w.all_reduce(*control_, comm::ReduceOp::sum);
   }
   const double* ctl = control_->data<double>();
@@ -386,9 +385,9 @@ StepResult Trainer::train_step() {
     // The same coefficient on every rank keeps the owners' copies identical.
     if (config_.grad_clip > 0 && r.grad_norm > config_.grad_clip) {
       const double coef = config_.grad_clip / (r.grad_norm + 1e-6);
-      for (int g = 0; g < params.group_count(); ++g)
-        if (params.keeps_training_state(g)) {
-          Tensor grads = params.shard_grads(g);  // the whole group when not sharded
+      for (int g = 0; g < model_->params().group_count(); ++g)
+        if (state_->keeps_training_state(g)) {
+          Tensor grads = state_->shard_grads(g);  // the whole group when not sharded
           ops::scale(grads, coef);
         }
     }
@@ -398,7 +397,7 @@ StepResult Trainer::train_step() {
     PhaseScope phase(mem, Phase::communication);
     // ZeRO-1/2: each owner updated its shard of whole parameters.
     sharding_->gather_updated_parameters();
-    if (layout_.spec.masking == Masking::backward) groups_->broadcast_updated_values(params);
+    if (layout_.spec.masking == Masking::backward) groups_->broadcast_updated_values(*state_);
   }
   // Device work is queued asynchronously: the step ends when it has run.
   ops::synchronize(alloc_->device());
@@ -448,11 +447,11 @@ Model& Trainer::gather_full_model(bool optimizer_state) {
     full_alloc_ = make_allocator(target.dry_run() ? target : DeviceTarget{});
     full_model_ = make_model(config_.model, layout_.model_layout, facts_);
     full_model_->set_drop_path(model_->drop_path());  // its config.json says the run's rate
-    full_model_->materialize(*full_alloc_, accum_dtype(model_->dtype()));
+    full_state_ =
+        TrainingState::materialize(*full_model_, *full_alloc_, accum_dtype(model_->dtype()));
   }
-  if (rank0 && optimizer_state) full_model_->params().allocate_adam_state();
-  groups_->gather_to_rank0(model_->params(), rank0 ? &full_model_->params() : nullptr,
-                           optimizer_state);
+  if (rank0 && optimizer_state) full_state_->allocate_adam_state();
+  groups_->gather_to_rank0(*state_, rank0 ? full_state_.get() : nullptr, optimizer_state);
   return rank0 ? *full_model_ : *model_;
 }
 

@@ -106,6 +106,10 @@ class Trainer {
   const TrainConfig& config() const { return config_; }
   Model& model() { return *model_; }
   const Model& model() const { return *model_; }
+  // What training keeps for the model's parameters on this rank: shards,
+  // master values, AdamW moments.
+  TrainingState& training_state() { return *state_; }
+  const TrainingState& training_state() const { return *state_; }
   Allocator& allocator() { return *alloc_; }
   comm::Communicator& world() { return *world_; }
   const comm::Communicator& world() const { return *world_; }
@@ -141,7 +145,8 @@ class Trainer {
   double run_schedule(double loss_scale, std::optional<StageStats>& report);
   // Whether every rank holds the whole model (DDP, backward masking).
   bool full_model_everywhere() const;
-  // Rank 0: the whole model assembled from the owners (collective).
+  // Rank 0: the whole model assembled from the owners (collective); its
+  // training state is full_state_.
   Model& gather_full_model(bool optimizer_state);
   // Where every rank runs the full model (DDP, backward masking): averages
   // the BatchNorm running statistics over the ranks (before evaluation and
@@ -158,6 +163,7 @@ class Trainer {
   SubnetLayout layout_;
   std::unique_ptr<Allocator> alloc_;
   std::unique_ptr<Model> model_;
+  std::unique_ptr<TrainingState> state_;  // model_'s parameters' training state
   std::unique_ptr<OwnerGroups> groups_;
   std::unique_ptr<Sharding> sharding_;        // FSDP / ZeRO collectives of the sharded groups
   std::unique_ptr<GradientBuckets> buckets_;  // null: one reduction per group after backward
@@ -178,6 +184,7 @@ class Trainer {
   // checkpoints, outside the step's memory accounting.
   std::unique_ptr<Allocator> full_alloc_;
   std::unique_ptr<Model> full_model_;
+  std::unique_ptr<TrainingState> full_state_;
 };
 
 }  // namespace sdp

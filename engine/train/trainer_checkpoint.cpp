@@ -49,11 +49,12 @@ namespace {
 constexpr int kFormatVersion = 1;
 }
 
-void read_parameter_set(ParameterSet& p, const ck::TensorCollection& weights,
+void read_parameter_set(TrainingState& state, const ck::TensorCollection& weights,
                         const ck::TensorCollection* moments) {
+  const ParameterSet& p = state.params();
   CpuAllocator scratch;
   // Files hold host tensors in the state dtype. Each parameter is read
-  // whole on the host and handed to the parameter set, which keeps what
+  // whole on the host and handed to the training state, which keeps what
   // this rank stores of it: all of it, or its slice of a sharded group
   // (and the low-precision copy where one is kept).
   auto read_whole = [&](const ck::TensorCollection& file, const std::string& name,
@@ -84,7 +85,7 @@ void read_parameter_set(ParameterSet& p, const ck::TensorCollection& weights,
     }
     return host;
   };
-  using Part = ParameterSet::Part;
+  using Part = TrainingState::Part;
   for (int id = 0; id < p.count(); ++id) {
     if (!p.is_materialized(id)) continue;
     const std::string& name = p.decl(id).full_name;
@@ -95,11 +96,11 @@ void read_parameter_set(ParameterSet& p, const ck::TensorCollection& weights,
       ck::check_loaded_values(*t, non_negative, file.path(), tensor);
       return t;
     };
-    p.assign(id, Part::values, *checked(weights, name, read_whole(weights, name, id), false));
-    if (!moments || !p.keeps_training_state(p.decl(id).group) || p.decl(id).buffer) continue;
+    state.assign(id, Part::values, *checked(weights, name, read_whole(weights, name, id), false));
+    if (!moments || !state.keeps_training_state(p.decl(id).group) || p.decl(id).buffer) continue;
     const std::string m = "exp_avg." + name, v = "exp_avg_sq." + name;
-    p.assign(id, Part::adam_m, *checked(*moments, m, read_whole(*moments, m, id), false));
-    p.assign(id, Part::adam_v, *checked(*moments, v, read_whole(*moments, v, id), true));
+    state.assign(id, Part::adam_m, *checked(*moments, m, read_whole(*moments, m, id), false));
+    state.assign(id, Part::adam_v, *checked(*moments, v, read_whole(*moments, v, id), true));
   }
 }
 
@@ -110,22 +111,23 @@ namespace {
 // are valid. One sum of squares per group and part (computed in double, so
 // f32 values cannot overflow it); the parameter is looked for only in a
 // group that fails.
-std::string invalid_training_state(const ParameterSet& p) {
-  using Part = ParameterSet::Part;
+std::string invalid_training_state(const TrainingState& state) {
+  using Part = TrainingState::Part;
+  const ParameterSet& p = state.params();
   for (int g = 0; g < p.group_count(); ++g) {
-    if (!p.keeps_training_state(g)) continue;
+    if (!state.keeps_training_state(g)) continue;
     for (const Part part : {Part::values, Part::adam_m, Part::adam_v}) {
-      if (part != Part::values && !p.has_adam_state()) continue;
-      const Tensor t = part == Part::values ? p.shard_values(g)
-                       : part == Part::adam_m ? p.shard_adam_m(g)
-                                              : p.shard_adam_v(g);
+      if (part != Part::values && !state.has_adam_state()) continue;
+      const Tensor t = part == Part::values ? state.shard_values(g)
+                       : part == Part::adam_m ? state.shard_adam_m(g)
+                                              : state.shard_adam_v(g);
       if (std::isfinite(ops::sum_squares(t))) continue;
       const char* what = part == Part::values   ? "values"
                          : part == Part::adam_m ? "AdamW first moment (exp_avg)"
                                                 : "AdamW second moment (exp_avg_sq)";
       for (int id = 0; id < p.count(); ++id) {
         if (p.decl(id).group != g) continue;
-        const ParameterSet::ShardSlice sl = p.shard_slice(id);
+        const TrainingState::ShardSlice sl = state.shard_slice(id);
         if (sl.length > 0 &&
             !std::isfinite(ops::sum_squares(t.narrow(0, sl.shard_begin, sl.length))))
           return format("the ", what, " of parameter '", p.decl(id).full_name,
@@ -150,7 +152,7 @@ void Trainer::save_checkpoint(const fs::path& dir) {
   // written. Every rank checks what it stores and learns whether any
   // failed, so all of them stop here rather than in the save's collectives.
   {
-    const std::string invalid = invalid_training_state(model_->params());
+    const std::string invalid = invalid_training_state(*state_);
     bool any_invalid = !invalid.empty();
     if (world_->size() > 1) {
       double* ctl = control_->data<double>();
@@ -183,14 +185,14 @@ void Trainer::save_checkpoint(const fs::path& dir) {
   bool rank0_owns_all = true;
   for (const StorageGroup& g : layout_.groups) rank0_owns_all &= g.owners.front() == 0;
   // Shards are whole nowhere: they are assembled like other ranks' groups.
-  rank0_owns_all &= !model_->params().any_sharded();
+  rank0_owns_all &= !state_->any_sharded();
   merge_buffers();
   if (config_.checkpoint_format == "sharded") {
     // Every rank writes its own parts (sharded_checkpoint.h). Buffers are
     // the one thing the hf form re-estimates on rank 0's assembled full
     // model; the same steps give the same statistics here.
     ShardedSave save;
-    save.params = &model_->params();
+    save.params = state_.get();
     for (const StorageGroup& g : layout_.groups) save.selection.root.push_back(g.root == world_->rank());
     if (model_->params().has_buffers() && !rank0_owns_all) {
       Model& full = gather_full_model(false);
@@ -216,16 +218,18 @@ void Trainer::save_checkpoint(const fs::path& dir) {
     world_->barrier();  // returns once rank 0 has committed the directory
     return;
   }
-  const ParameterSet& p = source.params();
+  const TrainingState& source_state = rank0_owns_all ? *state_ : *full_state_;
   CpuAllocator scratch;
   std::vector<OwnedTensor> assembled;
-  const auto moments = full_moment_tensors(p, scratch, assembled);
+  const auto moments = full_moment_tensors(source_state, scratch, assembled);
   ck::DirectoryTransaction tx(dir);
   const fs::path& out = tx.staging_dir();
   HfExportOptions hf;
   hf.max_shard_bytes = ck::parse_byte_size(config_.max_shard_size, "max_shard_size");
   hf.tokenizer = train_data_->tokenizer();
-  export_hf_model(source, out, hf);  // model.safetensors, config.json, tokenizer files
+  // model.safetensors (the authoritative values: f32 masters where kept),
+  // config.json, tokenizer files
+  export_hf_model(source, out, hf, &source_state);
   ck::save_tensor_collection(out, "optimizer", moments, hf.max_shard_bytes);
   ck::write_json_atomically(out / kStateFileName, state);
   tx.commit();
@@ -294,7 +298,6 @@ void Trainer::load_checkpoint(const fs::path& dir) {
          ", but this run builds ", model_->name(), " (", model_->parameter_count(),
          " parameters)");
 
-  ParameterSet& p = model_->params();
   if (is_sharded_checkpoint(dir)) {
     if (ck::tensor_collection_exists(dir, "model"))
       fail("checkpoint ", dir.string(), " holds both forms (", kShardIndexFileName,
@@ -303,11 +306,11 @@ void Trainer::load_checkpoint(const fs::path& dir) {
     if (sharded.architecture() != model_architecture(model_->config_json()))
       fail("checkpoint ", dir.string(), " (", kShardIndexFileName, ") holds another model than ",
            model_->name(), " (", model_->parameter_count(), " parameters)");
-    read_sharded_parameter_set(p, sharded, true);
+    read_sharded_parameter_set(*state_, sharded, true);
   } else {
     const ck::TensorCollection weights(dir, "model");
     const ck::TensorCollection moments(dir, "optimizer");
-    read_parameter_set(p, weights, &moments);
+    read_parameter_set(*state_, weights, &moments);
   }
   // A resumed run reproduces the uninterrupted one only with the same data
   // stream; other fields (steps, lr, ...) may change on purpose.
@@ -347,7 +350,7 @@ void Trainer::load_checkpoint(const fs::path& dir) {
   }
   step_ = state.at("step").get<int64_t>();
   // Ranks may have read different directories behind the same path.
-  require_same_resumed_state(*world_, layout_, model_->params(), step_, train_data_->state());
+  require_same_resumed_state(*world_, layout_, *state_, step_, train_data_->state());
 }
 
 }  // namespace sdp

@@ -24,10 +24,10 @@ void BlockModel::set_blocks(std::vector<TrunkBlock*> blocks) {
 
 void BlockModel::materialize(Allocator& alloc, DType dtype, const std::vector<bool>& held,
                              const std::vector<bool>& trained,
-                             const std::vector<GroupShard>& shards) {
+                             const std::vector<WholeStorage>& storage) {
   alloc_ = &alloc;
   dtype_ = dtype;
-  params_.materialize(alloc, dtype, held, trained, shards);
+  params_.materialize(alloc, dtype, held, trained, storage);
   materialize_constants();
   in_flight_.clear();
 }

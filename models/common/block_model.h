@@ -57,7 +57,7 @@ class BlockModel : public Model {
   // tables, window masks), on `alloc`, which serves every activation later.
   void materialize(Allocator& alloc, DType dtype, const std::vector<bool>& held_groups = {},
                    const std::vector<bool>& trained_groups = {},
-                   const std::vector<GroupShard>& shards = {}) override;
+                   const std::vector<WholeStorage>& storage = {}) override;
   Allocator& allocator() const override { return *alloc_; }
   DType dtype() const override { return dtype_; }
 

@@ -47,10 +47,11 @@ class Model {
   // Allocates the parameters (and buffers) of the held storage groups (all
   // when empty), keeps gradients for the trained ones (default = held), and
   // any model constants, on `alloc`, which also serves every activation.
-  // `shards` partitions trained groups (ParameterSet::materialize).
+  // `storage` says how the whole tensors of each group are stored, as a
+  // training state decides (ParameterSet::materialize).
   virtual void materialize(Allocator& alloc, DType dtype, const std::vector<bool>& held_groups = {},
                            const std::vector<bool>& trained_groups = {},
-                           const std::vector<GroupShard>& shards = {}) = 0;
+                           const std::vector<WholeStorage>& storage = {}) = 0;
   virtual Allocator& allocator() const = 0;
   virtual DType dtype() const = 0;
 

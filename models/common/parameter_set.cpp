@@ -91,81 +91,57 @@ std::optional<int> ParameterSet::find(const std::string& name) const {
 
 void ParameterSet::materialize(Allocator& allocator, DType dtype, const std::vector<bool>& held,
                                const std::vector<bool>& trained,
-                               const std::vector<GroupShard>& shards) {
+                               const std::vector<WholeStorage>& storage) {
   SDP_CHECK(storage_.empty(), "parameters are already materialized");
   SDP_CHECK(held.empty() || held.size() == groups_.size(), "ownership mask has ", held.size(),
             " entries for ", groups_.size(), " parameter groups");
   SDP_CHECK(trained.empty() || trained.size() == groups_.size(), "training mask has ",
             trained.size(), " entries for ", groups_.size(), " parameter groups");
-  SDP_CHECK(shards.empty() || shards.size() == groups_.size(), "shard list has ", shards.size(),
-            " entries for ", groups_.size(), " parameter groups");
+  SDP_CHECK(storage.empty() || storage.size() == groups_.size(), "storage list has ",
+            storage.size(), " entries for ", groups_.size(), " parameter groups");
   allocator_ = &allocator;
   dtype_ = dtype;
   storage_.resize(groups_.size());
-  shards_.assign(groups_.size(), GroupShard{});
+  whole_.assign(groups_.size(), WholeStorage{});
   for (size_t g = 0; g < groups_.size(); ++g) {
-    groups_[g].materialized = held.empty() || held[g];
-    groups_[g].trained = trained.empty() ? groups_[g].materialized : trained[g];
-    SDP_CHECK(groups_[g].materialized || !groups_[g].trained, "group ", groups_[g].name,
-              " is marked trained but not held");
-    if (!shards.empty()) {
-      const GroupShard& s = shards[g];
-      SDP_CHECK(s.parts >= 1 && s.index >= 0 && s.index < s.parts, "group ", groups_[g].name,
-                ": shard ", s.index, " of ", s.parts);
-      SDP_CHECK(!s.sharded() || groups_[g].materialized, "group ", groups_[g].name,
-                " is sharded but not held here");
-      shards_[g] = s;
+    ParamGroupDecl& gd = groups_[g];
+    gd.materialized = held.empty() || held[g];
+    gd.trained = trained.empty() ? gd.materialized : trained[g];
+    SDP_CHECK(gd.materialized || !gd.trained, "group ", gd.name, " is marked trained but not held");
+    if (!storage.empty()) {
+      const WholeStorage& w = storage[g];
+      SDP_CHECK(w.padded_numel == 0 || w.padded_numel >= gd.numel, "group ", gd.name, ": ",
+                w.padded_numel, " padded elements for ", gd.numel);
+      const bool plain = w.padded_numel == 0 && w.params_persist && !w.untrained_grads &&
+                         w.grads_persist;
+      SDP_CHECK(plain || gd.materialized, "group ", gd.name,
+                " is stored in pieces but not held here");
+      whole_[g] = w;
     }
-    if (!groups_[g].materialized) continue;
-    const GroupShard& s = shards_[g];
+    if (!gd.materialized) continue;
     const int gi = static_cast<int>(g);
-    // Whole buffers of a sharded group are padded so collectives work on
-    // equal chunks; unsharded groups keep their exact size.
-    const int64_t whole = s.sharded() ? padded_numel(gi) : groups_[g].numel;
-    const int64_t params = s.shards_params() ? shard_numel(gi) : whole;
-    storage_[g].params = OwnedTensor(allocator, {params}, dtype, MemCategory::param);
-    if (s.sharded()) ops::fill(storage_[g].params.view, 0.0);  // the padding
-    if (keeps_training_state(gi) && state_dtype() != dtype) {
-      storage_[g].master = OwnedTensor(allocator, {s.sharded() ? shard_numel(gi) : whole},
-                                       state_dtype(), MemCategory::master);
-      // The last shard's padding too: fresh device memory is not zero, and
-      // the update and the all-gather carry the padding along.
-      if (s.sharded()) ops::fill(storage_[g].master.view, 0.0);
+    if (whole_[g].params_persist) {
+      storage_[g].params = OwnedTensor(allocator, {padded_numel(gi)}, dtype, MemCategory::param);
+      if (padded_numel(gi) > gd.numel) ops::fill(storage_[g].params.view, 0.0);  // the padding
     }
-    if (groups_[g].buffer_numel > 0)
+    if (gd.buffer_numel > 0)
       storage_[g].buffers =
-          OwnedTensor(allocator, {groups_[g].buffer_numel}, state_dtype(), MemCategory::param);
+          OwnedTensor(allocator, {gd.buffer_numel}, state_dtype(), MemCategory::param);
   }
 }
 
-const GroupShard& ParameterSet::group_shard(int g) const {
-  static const GroupShard whole;
-  return shards_.empty() ? whole : shards_[static_cast<size_t>(g)];
-}
-
-bool ParameterSet::any_sharded() const {
-  for (const GroupShard& s : shards_)
-    if (s.sharded()) return true;
-  return false;
+const WholeStorage& ParameterSet::whole_storage(int g) const {
+  static const WholeStorage plain;
+  return whole_.empty() ? plain : whole_[static_cast<size_t>(g)];
 }
 
 int64_t ParameterSet::padded_numel(int g) const {
-  const int64_t parts = group_shard(g).sharded() ? group_shard(g).parts : 1;
-  const int64_t n = group_decl(g).numel;
-  return (n + parts - 1) / parts * parts;
-}
-
-int64_t ParameterSet::shard_numel(int g) const {
-  return group_shard(g).sharded() ? padded_numel(g) / group_shard(g).parts : group_decl(g).numel;
-}
-
-int64_t ParameterSet::shard_begin(int g) const {
-  return group_shard(g).sharded() ? group_shard(g).index * shard_numel(g) : 0;
+  const int64_t padded = whole_storage(g).padded_numel;
+  return padded > 0 ? padded : group_decl(g).numel;
 }
 
 void ParameterSet::allocate_full_params(int g) {
-  const GroupShard& s = group_shard(g);
-  SDP_CHECK(s.shards_params(), "group ", group_decl(g).name,
+  SDP_CHECK(!whole_storage(g).params_persist, "group ", group_decl(g).name,
             " keeps whole parameters: nothing to allocate");
   Storage& st = storage_[static_cast<size_t>(g)];
   SDP_CHECK(!st.full_params, "whole parameters of group ", group_decl(g).name,
@@ -174,17 +150,16 @@ void ParameterSet::allocate_full_params(int g) {
 }
 
 void ParameterSet::release_full_params(int g) {
-  if (group_shard(g).shards_params()) storage_[static_cast<size_t>(g)].full_params = OwnedTensor();
+  if (!whole_storage(g).params_persist) storage_[static_cast<size_t>(g)].full_params = OwnedTensor();
 }
 
 bool ParameterSet::has_full_params(int g) const {
-  return !group_shard(g).shards_params() ||
+  return whole_storage(g).params_persist ||
          static_cast<bool>(storage_[static_cast<size_t>(g)].full_params);
 }
 
 void ParameterSet::allocate_full_grads(int g) {
-  const GroupShard& s = group_shard(g);
-  SDP_CHECK(s.shards_grads(), "group ", group_decl(g).name,
+  SDP_CHECK(!whole_storage(g).grads_persist, "group ", group_decl(g).name,
             " keeps whole gradients: nothing to allocate");
   Storage& st = storage_[static_cast<size_t>(g)];
   SDP_CHECK(!st.full_grads, "whole gradients of group ", group_decl(g).name,
@@ -194,37 +169,32 @@ void ParameterSet::allocate_full_grads(int g) {
 }
 
 void ParameterSet::release_full_grads(int g) {
-  if (group_shard(g).shards_grads()) storage_[static_cast<size_t>(g)].full_grads = OwnedTensor();
+  if (!whole_storage(g).grads_persist) storage_[static_cast<size_t>(g)].full_grads = OwnedTensor();
 }
 
 bool ParameterSet::has_full_grads(int g) const {
-  if (!keeps_training_state(g) || !has_grads_) return false;
-  return !group_shard(g).shards_grads() ||
+  if (!keeps_grads(g) || !has_grads_) return false;
+  return whole_storage(g).grads_persist ||
          static_cast<bool>(storage_[static_cast<size_t>(g)].full_grads);
 }
 
 const OwnedTensor& ParameterSet::whole_params(int g) const {
   const Storage& s = storage_[static_cast<size_t>(g)];
-  return group_shard(g).shards_params() ? s.full_params : s.params;
+  return whole_storage(g).params_persist ? s.params : s.full_params;
 }
 
 const OwnedTensor& ParameterSet::whole_grads(int g) const {
   const Storage& s = storage_[static_cast<size_t>(g)];
-  return group_shard(g).shards_grads() ? s.full_grads : s.grads;
+  return whole_storage(g).grads_persist ? s.grads : s.full_grads;
 }
 
 void ParameterSet::allocate_grads() {
   SDP_CHECK(allocator_, "materialize() parameters before their gradients");
   if (has_grads_) return;
   for (size_t g = 0; g < groups_.size(); ++g) {
-    if (!keeps_training_state(static_cast<int>(g))) continue;
-    const GroupShard& s = shards_[g];
     const int gi = static_cast<int>(g);
-    // Sharded gradients persist as this rank's shard; an optimizer-sharded
-    // group keeps them whole, padded for the in-place reduce-scatter.
-    const int64_t n = s.shards_grads() ? shard_numel(gi) : s.sharded() ? padded_numel(gi)
-                                                                       : groups_[g].numel;
-    storage_[g].grads = OwnedTensor(*allocator_, {n}, state_dtype(), MemCategory::grad);
+    if (!keeps_grads(gi) || !whole_storage(gi).grads_persist) continue;
+    storage_[g].grads = OwnedTensor(*allocator_, {padded_numel(gi)}, state_dtype(), MemCategory::grad);
     ops::fill(storage_[g].grads.view, 0.0);
   }
   has_grads_ = true;
@@ -238,138 +208,68 @@ void ParameterSet::release_grads() {
   has_grads_ = false;
 }
 
-void ParameterSet::allocate_adam_state() {
-  SDP_CHECK(allocator_, "materialize() parameters before optimizer state");
-  if (has_adam_) return;
-  for (size_t g = 0; g < groups_.size(); ++g) {
-    if (!keeps_training_state(static_cast<int>(g))) continue;
-    const int64_t n = shard_numel(static_cast<int>(g));
-    // Moments stay f32 (or f64 in checks) whatever the parameter dtype.
-    storage_[g].m = OwnedTensor(*allocator_, {n}, state_dtype(), MemCategory::optim);
-    storage_[g].v = OwnedTensor(*allocator_, {n}, state_dtype(), MemCategory::optim);
-    ops::fill(storage_[g].m.view, 0.0);
-    ops::fill(storage_[g].v.view, 0.0);
-  }
-  has_adam_ = true;
-}
-
 void ParameterSet::zero_grads() {
   SDP_CHECK(has_grads_, "zero_grads() before allocate_grads()");
-  for (size_t g = 0; g < groups_.size(); ++g) {
-    if (!keeps_training_state(static_cast<int>(g))) continue;
-    ops::fill(storage_[g].grads.view, 0.0);
-    if (storage_[g].full_grads) ops::fill(storage_[g].full_grads.view, 0.0);
+  for (auto& s : storage_) {
+    if (s.grads) ops::fill(s.grads.view, 0.0);
+    if (s.full_grads) ops::fill(s.full_grads.view, 0.0);
+  }
+}
+
+void ParameterSet::draw_initial_value(int id, uint64_t seed, Tensor& out) const {
+  const ParamDecl& d = decl(id);
+  SDP_CHECK(out.shape() == d.shape && (out.dtype() == DType::f32 || out.dtype() == DType::f64) &&
+                out.device() == Device::cpu,
+            "initial value of ", d.name, ": needs a host f32/f64 tensor of shape ", d.shape.str(),
+            ", got ", out.describe());
+  switch (d.init) {
+    case InitKind::ones: ops::fill(out, 1.0); return;
+    case InitKind::zeros: ops::fill(out, 0.0); return;
+    case InitKind::normal: break;
+  }
+  // Keyed by the full tensor and its flat index there: a piece draws
+  // exactly the values of its rows / columns of the whole tensor.
+  const uint64_t key = splitmix64(seed) ^ stable_hash(d.full_name);
+  const int64_t n = out.numel();
+  // A piece is [outer, length, inner] inside the full [outer, full, inner].
+  int64_t inner = 1;
+  for (int a = d.piece_axis + 1; a < d.shape.ndim(); ++a) inner *= d.shape[a];
+  const int64_t length = d.shape[d.piece_axis], full_length = d.full_shape[d.piece_axis];
+  auto full_index = [&](int64_t i) -> uint64_t {
+    if (!d.is_piece()) return static_cast<uint64_t>(i);
+    const int64_t outer = i / (length * inner), rest = i % (length * inner);
+    return static_cast<uint64_t>(outer * full_length * inner + d.piece_start * inner + rest);
+  };
+  if (out.dtype() == DType::f64) {
+    double* x = out.data<double>();
+    for (int64_t i = 0; i < n; ++i) x[i] = d.init_std * counter_normal(key, full_index(i));
+  } else {
+    float* x = out.data<float>();
+    for (int64_t i = 0; i < n; ++i)
+      x[i] = static_cast<float>(d.init_std * counter_normal(key, full_index(i)));
   }
 }
 
 void ParameterSet::init_values(uint64_t seed) {
   SDP_CHECK(allocator_, "materialize() parameters before initializing them");
+  if (allocator_->device() == Device::meta) return;
   static CpuAllocator host;
   for (int id = 0; id < count(); ++id) {
     if (!is_materialized(id)) continue;
-    const ParamDecl& d = decl(id);
-    if (allocator_->device() == Device::meta) continue;
-    // Drawn on the host in the state dtype, then placed (and rounded) where
-    // the values live: the master copy and the parameter.
-    OwnedTensor drawn(host, d.shape, state_dtype(), MemCategory::workspace);  // d.shape
-    switch (d.init) {
-      case InitKind::ones: ops::fill(*drawn, 1.0); break;
-      case InitKind::zeros: ops::fill(*drawn, 0.0); break;
-      case InitKind::normal: {
-        // Keyed by the full tensor and its flat index there: a piece draws
-        // exactly the values of its rows / columns of the whole tensor.
-        const uint64_t key = splitmix64(seed) ^ stable_hash(d.full_name);
-        const int64_t n = drawn->numel();
-        // A piece is [outer, length, inner] inside the full [outer, full, inner].
-        int64_t inner = 1;
-        for (int a = d.piece_axis + 1; a < d.shape.ndim(); ++a) inner *= d.shape[a];
-        const int64_t length = d.shape[d.piece_axis], full_length = d.full_shape[d.piece_axis];
-        auto full_index = [&](int64_t i) -> uint64_t {
-          if (!d.is_piece()) return static_cast<uint64_t>(i);
-          const int64_t outer = i / (length * inner), rest = i % (length * inner);
-          return static_cast<uint64_t>(outer * full_length * inner + d.piece_start * inner + rest);
-        };
-        if (drawn->dtype() == DType::f64) {
-          double* x = drawn->data<double>();
-          for (int64_t i = 0; i < n; ++i) x[i] = d.init_std * counter_normal(key, full_index(i));
-        } else {
-          float* x = drawn->data<float>();
-          for (int64_t i = 0; i < n; ++i)
-            x[i] = static_cast<float>(d.init_std * counter_normal(key, full_index(i)));
-        }
-        break;
-      }
-    }
-    assign(id, Part::values, *drawn);
+    // Drawn on the host in the state dtype, then placed (and rounded).
+    OwnedTensor drawn(host, decl(id).shape, state_dtype(), MemCategory::workspace);  // decl.shape
+    draw_initial_value(id, seed, *drawn);
+    assign(id, *drawn);
   }
 }
 
-void ParameterSet::refresh_from_master(int id) {
-  const int g = decl(id).group;
-  if (decl(id).buffer || !has_master(g)) return;
-  if (group_shard(g).sharded()) {
-    // This rank's slice: the rest arrives with the next all-gather.
-    const ShardSlice sl = shard_slice(id);
-    if (sl.length == 0) return;
-    Tensor low = shard_params(g).narrow(0, sl.shard_begin, sl.length);
-    stage_copy(shard_values(g).narrow(0, sl.shard_begin, sl.length), low);
-    return;
-  }
-  Tensor low = param(id);
-  stage_copy(values(id), low);
-}
-
-ParameterSet::ShardSlice ParameterSet::shard_slice(int id) const {
-  const ParamDecl& d = decl(id);
-  SDP_CHECK(!d.buffer, d.name, " is a buffer: buffers are never sharded");
-  const int64_t begin = shard_begin(d.group), end = begin + shard_numel(d.group);
-  const int64_t lo = std::max(begin, d.offset), hi = std::min(end, d.offset + d.shape.numel());
-  if (lo >= hi) return {};
-  return {lo - d.offset, lo - begin, hi - lo};
-}
-
-void ParameterSet::assign(int id, Part part, const Tensor& full) {
+void ParameterSet::assign(int id, const Tensor& full) {
   const ParamDecl& d = decl(id);
   SDP_CHECK(is_materialized(id), "assign: parameter ", d.name, " is not held here");
   SDP_CHECK(full.shape() == d.shape, "assign: ", d.name, " is ", d.shape.str(), ", got ",
             full.describe());
-  const int g = d.group;
-  if (d.buffer) {
-    SDP_CHECK(part == Part::values, "assign: buffer ", d.name, " has no optimizer state");
-    Tensor dst = param(id);
-    stage_copy(full, dst);
-    return;
-  }
-  const GroupShard& s = group_shard(g);
-  const ShardSlice sl = shard_slice(id);
-  const Tensor flat = full.view({d.shape.numel()});
-  auto write_shard = [&](const Tensor& shard) {
-    if (sl.length == 0) return;
-    Tensor dst = shard.narrow(0, sl.shard_begin, sl.length);
-    stage_copy(flat.narrow(0, sl.param_begin, sl.length), dst);
-  };
-  if (part != Part::values) {
-    SDP_CHECK(keeps_training_state(g) && has_adam_, "assign: ", d.name,
-              " has no optimizer state here");
-    write_shard(part == Part::adam_m ? shard_adam_m(g) : shard_adam_v(g));
-    return;
-  }
-  if (!s.sharded()) {
-    Tensor target = values(id);
-    stage_copy(full, target);
-    refresh_from_master(id);
-    return;
-  }
-  // The authoritative shard (master, or the parameters themselves) ...
-  write_shard(shard_values(g));
-  // ... and whole low-precision parameters where they persist: the same
-  // rounding of the same values the optimizer's all-gather would bring.
-  if (s.shards_params()) {
-    if (has_master(g)) write_shard(shard_params(g));
-  } else {
-    Tensor low = param(id);
-    stage_copy(full, low);
-  }
+  Tensor dst = param(id);
+  stage_copy(full, dst);
 }
 
 Tensor ParameterSet::slice(const OwnedTensor& flat, int id, const char* what) const {
@@ -391,13 +291,6 @@ Tensor ParameterSet::param(int id) const {
             "gathered now");
   return slice(whole_params(g), id, "values");
 }
-Tensor ParameterSet::values(int id) const {
-  const int g = decl(id).group;
-  if (!has_master(g) || decl(id).buffer) return param(id);
-  SDP_CHECK(!group_shard(g).sharded(), "parameter ", decl(id).name, ": the master values of group ",
-            group_decl(g).name, " are sharded (shard_values)");
-  return slice(storage_[static_cast<size_t>(g)].master, id, "master values");
-}
 Tensor ParameterSet::grad(int id) const {
   SDP_CHECK(!decl(id).buffer, decl(id).name, " is a buffer: it has no gradient");
   SDP_CHECK(is_trained(id), "parameter ", decl(id).name,
@@ -407,20 +300,6 @@ Tensor ParameterSet::grad(int id) const {
   SDP_CHECK(has_full_grads(g), "parameter ", decl(id).name, ": the whole gradients of group ",
             group_decl(g).name, " do not exist now (sharded; allocate_full_grads)");
   return slice(whole_grads(g), id, "gradients");
-}
-Tensor ParameterSet::adam_m(int id) const {
-  SDP_CHECK(!decl(id).buffer, decl(id).name, " is a buffer: it has no optimizer state");
-  SDP_CHECK(is_trained(id), "parameter ", decl(id).name, " has no optimizer state on this rank");
-  SDP_CHECK(!group_shard(decl(id).group).sharded(), "parameter ", decl(id).name,
-            ": its AdamW moments are sharded (shard_adam_m)");
-  return slice(storage_[static_cast<size_t>(decl(id).group)].m, id, "AdamW first moments");
-}
-Tensor ParameterSet::adam_v(int id) const {
-  SDP_CHECK(!decl(id).buffer, decl(id).name, " is a buffer: it has no optimizer state");
-  SDP_CHECK(is_trained(id), "parameter ", decl(id).name, " has no optimizer state on this rank");
-  SDP_CHECK(!group_shard(decl(id).group).sharded(), "parameter ", decl(id).name,
-            ": its AdamW moments are sharded (shard_adam_v)");
-  return slice(storage_[static_cast<size_t>(decl(id).group)].v, id, "AdamW second moments");
 }
 namespace {
 // The first n elements of a (possibly padded) flat buffer; empty if absent.
@@ -433,27 +312,11 @@ Tensor ParameterSet::group_params(int g) const {
             " is sharded and its whole parameters are not gathered now");
   return first(whole_params(g), group_decl(g).numel);
 }
-Tensor ParameterSet::group_master(int g) const {
-  SDP_CHECK(!group_shard(g).sharded() || !has_master(g), "group ", group_decl(g).name,
-            ": its master values are sharded (shard_values)");
-  return storage_[static_cast<size_t>(g)].master.view;
-}
-Tensor ParameterSet::group_values(int g) const {
-  return has_master(g) ? group_master(g) : group_params(g);
-}
 Tensor ParameterSet::group_grads(int g) const {
-  if (!keeps_training_state(g) || !has_grads_) return Tensor();
+  if (!keeps_grads(g) || !has_grads_) return Tensor();
   SDP_CHECK(has_full_grads(g), "group ", group_decl(g).name,
             ": its whole gradients do not exist now (sharded)");
   return first(whole_grads(g), group_decl(g).numel);
-}
-Tensor ParameterSet::group_adam_m(int g) const {
-  SDP_CHECK(!group_shard(g).sharded(), "group ", group_decl(g).name, ": its moments are sharded");
-  return storage_[static_cast<size_t>(g)].m.view;
-}
-Tensor ParameterSet::group_adam_v(int g) const {
-  SDP_CHECK(!group_shard(g).sharded(), "group ", group_decl(g).name, ": its moments are sharded");
-  return storage_[static_cast<size_t>(g)].v.view;
 }
 Tensor ParameterSet::group_buffers(int g) const {
   return storage_[static_cast<size_t>(g)].buffers.view;
@@ -466,22 +329,6 @@ Tensor ParameterSet::group_grads_padded(int g) const {
   SDP_CHECK(has_full_grads(g), "group ", group_decl(g).name, ": whole gradients absent");
   return whole_grads(g).view;
 }
-Tensor ParameterSet::shard_params(int g) const {
-  const Storage& s = storage_[static_cast<size_t>(g)];
-  if (!group_shard(g).sharded() || group_shard(g).shards_params()) return s.params.view;
-  return s.params.view.narrow(0, shard_begin(g), shard_numel(g));
-}
-Tensor ParameterSet::shard_values(int g) const {
-  if (has_master(g)) return storage_[static_cast<size_t>(g)].master.view;
-  return shard_params(g);
-}
-Tensor ParameterSet::shard_grads(int g) const {
-  const Storage& s = storage_[static_cast<size_t>(g)];
-  if (!group_shard(g).sharded() || group_shard(g).shards_grads()) return s.grads.view;
-  return s.grads.view.narrow(0, shard_begin(g), shard_numel(g));
-}
-Tensor ParameterSet::shard_adam_m(int g) const { return storage_[static_cast<size_t>(g)].m.view; }
-Tensor ParameterSet::shard_adam_v(int g) const { return storage_[static_cast<size_t>(g)].v.view; }
 bool ParameterSet::has_buffers() const {
   for (const auto& g : groups_)
     if (g.buffer_numel > 0) return true;

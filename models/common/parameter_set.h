@@ -20,31 +20,17 @@
 // no gradient, no master copy and no optimizer state; group_params(),
 // group_grads() etc. never include them.
 //
-// Each group is held (parameters allocated) or not, and trained (gradients
-// and AdamW moments allocated) or not: forward masking holds only what a rank
+// Each group is held (parameters allocated) or not, and trained (its
+// gradients computed here) or not: forward masking holds only what a rank
 // owns; backward masking holds everything but trains only what it owns.
 //
-// Mixed precision: with bf16 parameters, each trained group also keeps f32
-// master values (category master) that the optimizer updates and rounds
-// into the bf16 copy the forward reads; gradients and moments are f32
-// (accum_dtype). Held but untrained groups keep only the bf16 values.
-//
-// Sharding (shard_level.h): a trained group may be cut into `parts` equal
-// shards of its flat buffer (padded with zeros to P = a multiple of parts
-// elements, shard s = [s * S, (s + 1) * S), S = P / parts). By level:
-//   optimizer  master, m, v hold this rank's shard [S]; parameters and
-//              gradients stay whole, padded to [P] (so that the all-gather
-//              of updated values and the reduce-scatter of gradients work
-//              in place on this rank's chunk)
-//   grad       gradients too: a persistent shard [S] plus a whole [P]
-//              buffer that exists only between allocate_full_grads() and
-//              release_full_grads() (while backward produces them)
-//   full       parameters too: the shard [S] persists (category param); the
-//              whole [P] exists only between allocate_full_params() and
-//              release_full_params() (category gathered)
-// param(id) / grad(id) / group_params(g) / group_grads(g) read the whole
-// buffers and fail while they do not exist; shard_*(g) read this rank's
-// shard. Padding stays zero: no update touches it.
+// This is what a model declares and reads: declarations, and the whole
+// tensors forward and backward touch (parameters in the model's dtype,
+// gradients in the state dtype, buffers). What training keeps beside them
+// (f32 master values, AdamW moments, the shards a rank keeps of a
+// partitioned group) is the engine's TrainingState, which also decides, per
+// group, how the whole tensors are stored (WholeStorage): padded for equal
+// collective chunks, and persistent or present only while a pass needs them.
 #include <cstdint>
 #include <optional>
 #include <string>
@@ -52,7 +38,6 @@
 
 #include "engine/core/tensor.h"
 #include "models/common/grads_ready.h"
-#include "models/common/shard_level.h"
 
 namespace sdp {
 
@@ -81,7 +66,24 @@ struct ParamGroupDecl {
   int64_t numel = 0;    // elements of all its parameters
   int64_t buffer_numel = 0;   // elements of its buffers
   bool materialized = false;  // parameters held by this process
-  bool trained = false;       // gradients and optimizer state held too
+  bool trained = false;       // gradients computed here
+};
+
+// How this process stores one group's whole tensors, as the engine's
+// training state decides. The model reads only whole tensors.
+struct WholeStorage {
+  // Elements of each whole buffer: 0 = the group's numel; more pads with
+  // zeros so that a collective cuts equal chunks.
+  int64_t padded_numel = 0;
+  // false: the whole parameters exist only between allocate_full_params()
+  // and release_full_params() (the engine keeps a shard meanwhile).
+  bool params_persist = true;
+  // Gradient storage for a held group this process does not train (it adds
+  // zeros to its owners' reduction); trained groups always have it.
+  bool untrained_grads = false;
+  // false: the whole gradients exist only between allocate_full_grads() and
+  // release_full_grads().
+  bool grads_persist = true;
 };
 
 class ParameterSet {
@@ -109,64 +111,51 @@ class ParameterSet {
   // ---- storage ----
   // Allocates the parameter buffers of the held groups (all when empty) on
   // `allocator` in `dtype`; groups not held are never allocated. `trained`
-  // (default: = held) marks the groups whose gradients and optimizer state
-  // this process keeps; it must be a subset of `held`.
-  // `shards` (empty = none) gives each group's partition; only held groups
-  // may be sharded (an untrained one then keeps its shard's training state).
+  // (default: = held) marks the groups whose gradients this process
+  // computes; it must be a subset of `held`. `storage` (empty: whole and
+  // persistent) says how each held group's whole tensors are stored.
   void materialize(Allocator& allocator, DType dtype, const std::vector<bool>& held = {},
                    const std::vector<bool>& trained = {},
-                   const std::vector<GroupShard>& shards = {});
-  void allocate_grads();           // trained groups, category grad, zero-filled
-  void allocate_adam_state();      // trained groups, category optim (m and v), zero-filled
+                   const std::vector<WholeStorage>& storage = {});
+  // Persistent whole gradients of the groups that keep gradients, category
+  // grad, zero-filled.
+  void allocate_grads();
   void release_grads();
-  // Counter-based: independent of layout, owner and device (values are drawn
-  // on the host in f64 and rounded once into the stored dtype).
+  // Every held parameter's initial value (counter-based: independent of
+  // layout, owner and device), written into the whole parameters. Values are
+  // drawn on the host in f64 and rounded once into the stored dtype.
   void init_values(uint64_t seed);
-  // Zeroes every gradient buffer that exists (shards and whole buffers).
+  // The initial value of parameter id, drawn into `out` (host, [decl.shape],
+  // f32 or f64): what init_values writes.
+  void draw_initial_value(int id, uint64_t seed, Tensor& out) const;
+  // Writes parameter (or buffer) id's whole value from `full`
+  // ([decl(id).shape], any device and dtype). A training state that keeps
+  // master values or shards writes through TrainingState::assign instead.
+  void assign(int id, const Tensor& full);
+  // Zeroes every whole gradient buffer that exists.
   void zero_grads();
 
-  // ---- sharded groups ----
-  const GroupShard& group_shard(int g) const;
-  bool any_sharded() const;
-  int64_t padded_numel(int g) const;  // P: numel rounded up to a multiple of parts
-  int64_t shard_numel(int g) const;   // S = P / parts (= numel when not sharded)
-  int64_t shard_begin(int g) const;   // index * S
-  // The whole parameters of a `full` group, category gathered, left
-  // uninitialized: the all-gather writes every element (the padding arrives
-  // as the shards' zeros). Other groups always have them.
+  // ---- whole tensors that are not always there (see WholeStorage) ----
+  int64_t padded_numel(int g) const;  // elements of group g's whole buffers
+  const WholeStorage& whole_storage(int g) const;
+  // The whole parameters of a group that does not keep them, category
+  // gathered, left uninitialized: the all-gather writes every element.
   void allocate_full_params(int g);
   void release_full_params(int g);
   bool has_full_params(int g) const;
-  // The whole gradients of a `grad` / `full` group, zero-filled, category
-  // grad (backward accumulates into them, the reduce-scatter empties them);
-  // other trained groups always have them (once allocate_grads() ran).
+  // The whole gradients of a group that does not keep them, zero-filled,
+  // category grad (backward accumulates into them, a reduce-scatter empties
+  // them).
   void allocate_full_grads(int g);
   void release_full_grads(int g);
   bool has_full_grads(int g) const;
-  // [P] whole buffers, padding included (collective buffers).
+  // Whether this process keeps gradient storage for group g.
+  bool keeps_grads(int g) const {
+    return group_decl(g).trained || whole_storage(g).untrained_grads;
+  }
+  // [padded_numel] whole buffers, padding included (collective buffers).
   Tensor group_params_padded(int g) const;
   Tensor group_grads_padded(int g) const;
-  // [S] this rank's shard (the whole group, [numel], when not sharded):
-  // parameters (the stored shard, or this rank's chunk of the whole buffer),
-  // authoritative values (master where kept), gradients, moments.
-  Tensor shard_params(int g) const;
-  Tensor shard_values(int g) const;
-  Tensor shard_grads(int g) const;
-  Tensor shard_adam_m(int g) const;
-  Tensor shard_adam_v(int g) const;
-  // Where parameter `id` meets this rank's shard of its group (elements).
-  struct ShardSlice {
-    int64_t param_begin = 0;  // offset inside the parameter (flat)
-    int64_t shard_begin = 0;  // offset inside the shard
-    int64_t length = 0;       // 0: the parameter lies outside the shard
-  };
-  ShardSlice shard_slice(int id) const;
-  // What this rank stores of one parameter (values) or of its AdamW moments,
-  // written from the whole parameter's value `full` ([decl(id).shape], any
-  // device and dtype): the whole parameter, or its slice in this rank's
-  // shard. Values also refresh the low-precision copy where one is kept.
-  enum class Part : uint8_t { values, adam_m, adam_v };
-  void assign(int id, Part part, const Tensor& full);
 
   // ---- access ----
   int count() const { return static_cast<int>(decls_.size()); }
@@ -181,39 +170,14 @@ class ParameterSet {
   // parameters among `ids` are final; negative ids (absent parameters) and
   // untrained ones are left out, and nothing is called when none remain.
   void report_trained(const std::vector<int>& ids, const GradsReady& ready) const;
-  // Whether group g keeps gradients, master values and AdamW state here:
-  // the trained groups, and a held but untrained group that is sharded (its
-  // shard's state, filled by the owners' gradients: backward masking with
-  // full sharding, see shard_level.h).
-  bool keeps_training_state(int g) const {
-    return group_decl(g).trained || group_shard(g).sharded();
-  }
   bool has_grads() const { return has_grads_; }
-  bool has_adam_state() const { return has_adam_; }
 
-  // Whole tensors of one parameter (fail where only a shard exists).
+  // Whole tensors of one parameter (fail where they do not exist now).
   Tensor param(int id) const;
-  // The authoritative values: the f32 master copy where one is kept, else
-  // the parameter itself (checkpoints and gathers read these).
-  Tensor values(int id) const;
-  // Rounds parameter id's master values into the low-precision copy the
-  // forward reads (after the master was written: initialization, a
-  // checkpoint); nothing where no master is kept.
-  void refresh_from_master(int id);
-  bool has_master(int group) const {
-    return static_cast<size_t>(group) < storage_.size() &&
-           static_cast<bool>(storage_[static_cast<size_t>(group)].master);
-  }
   Tensor grad(int id) const;
-  Tensor adam_m(int id) const;
-  Tensor adam_v(int id) const;
   // Flat views over a whole group: [numel].
   Tensor group_params(int g) const;
-  Tensor group_master(int g) const;  // [numel] f32; empty where no master copy is kept
-  Tensor group_values(int g) const;  // master where kept, else params
-  Tensor group_grads(int g) const;
-  Tensor group_adam_m(int g) const;
-  Tensor group_adam_v(int g) const;
+  Tensor group_grads(int g) const;    // empty where no gradients are kept
   Tensor group_buffers(int g) const;  // [buffer_numel] state dtype; empty where none
   bool has_buffers() const;           // any group declares buffers
 
@@ -225,16 +189,15 @@ class ParameterSet {
     SDP_CHECK(allocator_, "parameters are not materialized");
     return *allocator_;
   }
-  DType state_dtype() const { return accum_dtype(dtype_); }  // master, grads, moments
+  DType state_dtype() const { return accum_dtype(dtype_); }  // gradients, buffers
 
  private:
   struct Storage {
-    // [numel] each, or as the group's shard level says (see above)
-    OwnedTensor params, master, grads, m, v;
-    OwnedTensor full_params, full_grads;  // sharded groups, while they exist: [P]
+    OwnedTensor params, grads;            // whole, where they persist: [padded_numel]
+    OwnedTensor full_params, full_grads;  // whole, while they exist: [padded_numel]
     OwnedTensor buffers;                  // [group buffer_numel], state dtype
   };
-  // The whole-parameter buffer of group g ([P] or [numel]); undefined while absent.
+  // The whole-parameter buffer of group g; undefined while absent.
   const OwnedTensor& whole_params(int g) const;
   const OwnedTensor& whole_grads(int g) const;
   Tensor slice(const OwnedTensor& flat, int id, const char* what) const;
@@ -245,11 +208,10 @@ class ParameterSet {
   std::vector<ParamDecl> decls_;
   std::vector<ParamGroupDecl> groups_;
   std::vector<Storage> storage_;
-  std::vector<GroupShard> shards_;
+  std::vector<WholeStorage> whole_;
   Allocator* allocator_ = nullptr;
   DType dtype_ = DType::f32;
   bool has_grads_ = false;
-  bool has_adam_ = false;
 };
 
 }  // namespace sdp

@@ -21,6 +21,7 @@
 
 #include "comm/communicator.h"
 #include "engine/optim/adamw.h"
+#include "engine/optim/training_state.h"
 #include "engine/train/trainer.h"
 #include "kernels/ops.h"
 #include "models/common/parameter_set.h"
@@ -81,6 +82,7 @@ std::vector<double> chunk(const std::vector<double>& whole, int64_t begin, int64
 // device as the sharding layer calls them).
 struct Rank {
   ParameterSet params;
+  std::unique_ptr<TrainingState> state;  // of params
   std::unique_ptr<AdamW> adamw;
   std::unique_ptr<comm::Communicator> comm;
 };
@@ -97,29 +99,29 @@ TEST_CASE("device shards: AdamW on each rank's shard equals the whole update's c
       cuda::DeviceAllocator gpu;
       ParameterSet whole;
       declare(whole);
-      whole.materialize(gpu, dtype);
-      whole.init_values(7);
-      whole.allocate_grads();
-      AdamW reference(whole, settings);
+      const auto whole_state = TrainingState::materialize(whole, gpu, dtype);
+      whole_state->init_values(7);
+      whole_state->allocate_grads();
+      AdamW reference(*whole_state, settings);
 
       std::vector<std::unique_ptr<Rank>> ranks;
       for (int i = 0; i < kParts; ++i) {
         auto r = std::make_unique<Rank>();
         declare(r->params);
-        r->params.materialize(gpu, dtype, {}, {}, plan(level, i));
-        r->params.init_values(7);
-        r->params.allocate_grads();
-        r->adamw = std::make_unique<AdamW>(r->params, settings);
+        r->state = TrainingState::materialize(r->params, gpu, dtype, {}, {}, plan(level, i));
+        r->state->init_values(7);
+        r->state->allocate_grads();
+        r->adamw = std::make_unique<AdamW>(*r->state, settings);
         r->comm = comm::make_world("emulated", {}, kParts, i);
-        REQUIRE(r->params.shard_numel(0) == 409);
-        REQUIRE(r->params.group_shard(0).sharded());
+        REQUIRE(r->state->shard_numel(0) == 409);
+        REQUIRE(r->state->group_shard(0).sharded());
         ranks.push_back(std::move(r));
       }
 
       // The initial shards are the whole group's chunks (padding zero).
-      const std::vector<double> initial = values_of(whole.group_values(0));
+      const std::vector<double> initial = values_of(whole_state->group_values(0));
       for (int i = 0; i < kParts; ++i) {
-        const ParameterSet& p = ranks[static_cast<size_t>(i)]->params;
+        const TrainingState& p = *ranks[static_cast<size_t>(i)]->state;
         CAPTURE(i);
         CHECK(values_of(p.shard_values(0)) == chunk(initial, p.shard_begin(0), 409));
       }
@@ -131,32 +133,33 @@ TEST_CASE("device shards: AdamW on each rank's shard equals the whole update's c
         reference.update(step, 1e-2);
         const std::vector<double> padded = chunk(g, 0, kParts * 409);  // [P]
         for (auto& r : ranks) {
-          ParameterSet& p = r->params;
+          TrainingState& p = *r->state;
           // The gradients as backward leaves them (whole, padded), then the
           // sharding layer's reduce-scatter into this rank's shard.
           if (level == ShardLevel::optimizer) {
-            upload_f32(padded, p.group_grads_padded(0));
+            upload_f32(padded, r->params.group_grads_padded(0));
             Tensor mine = p.shard_grads(0);  // in place: this rank's chunk of the whole
-            r->comm->reduce_scatter(p.group_grads_padded(0), mine, comm::ReduceOp::average);
+            r->comm->reduce_scatter(r->params.group_grads_padded(0), mine,
+                                    comm::ReduceOp::average);
           } else {
-            p.allocate_full_grads(0);
-            Tensor full = p.group_grads_padded(0);
+            r->params.allocate_full_grads(0);
+            Tensor full = r->params.group_grads_padded(0);
             upload_f32(padded, full);
             Tensor mine = full.narrow(0, p.shard_begin(0), p.shard_numel(0));
             r->comm->reduce_scatter(full, mine, comm::ReduceOp::average);
             Tensor shard = p.shard_grads(0);
             ops::fill(shard, 0.0);  // this step's gradients only, as after zero_grads()
             ops::add(shard, mine, shard);
-            p.release_full_grads(0);
+            r->params.release_full_grads(0);
           }
           r->adamw->update(step, 1e-2);
         }
       }
 
-      const std::vector<double> want = values_of(whole.group_values(0));
+      const std::vector<double> want = values_of(whole_state->group_values(0));
       const std::vector<double> want_low = values_of(whole.group_params(0));
       for (int i = 0; i < kParts; ++i) {
-        const ParameterSet& p = ranks[static_cast<size_t>(i)]->params;
+        const TrainingState& p = *ranks[static_cast<size_t>(i)]->state;
         CAPTURE(i);
         // Master (bf16) or the parameters themselves (f32): bit for bit.
         CHECK(values_of(p.shard_values(0)) == chunk(want, p.shard_begin(0), 409));
@@ -172,7 +175,7 @@ TEST_CASE("device shards: AdamW on each rank's shard equals the whole update's c
       Tensor assembled = p0.group_params_padded(0);  // [P]
       CHECK(assembled.dtype() == dtype);
       for (int i = 0; i < kParts; ++i) {
-        const ParameterSet& p = ranks[static_cast<size_t>(i)]->params;
+        const TrainingState& p = *ranks[static_cast<size_t>(i)]->state;
         Tensor dst = assembled.narrow(0, p.shard_begin(0), p.shard_numel(0));
         ops::copy(p.shard_params(0), dst);
       }
@@ -181,7 +184,7 @@ TEST_CASE("device shards: AdamW on each rank's shard equals the whole update's c
         CHECK(values_of(p0.param(id)) == values_of(whole.param(id)));
       }
       // The rank's own chunk also arrives through its communicator's all-gather.
-      ranks[0]->comm->all_gather(p0.shard_params(0), assembled);
+      ranks[0]->comm->all_gather(ranks[0]->state->shard_params(0), assembled);
       CHECK(values_of(assembled.narrow(0, 0, 409)) == chunk(want_low, 0, 409));
       if (level == ShardLevel::full) {
         CHECK(gpu.stats().current(MemCategory::gathered) > 0);
@@ -189,7 +192,7 @@ TEST_CASE("device shards: AdamW on each rank's shard equals the whole update's c
         CHECK(gpu.stats().current(MemCategory::gathered) == 0);
       }
       // The unsharded group trained whole on every rank, like the reference.
-      CHECK(values_of(p0.group_values(1)) == values_of(whole.group_values(1)));
+      CHECK(values_of(ranks[0]->state->group_values(1)) == values_of(whole_state->group_values(1)));
     }
 }
 
@@ -246,7 +249,7 @@ TEST_CASE("an emulated sharded rank's steps on CUDA match the CPU (ZeRO-1/2, FSD
     CAPTURE(k.label);
     Trainer cpu(tiny_sharded("cpu", k.strategy, k.C, k.shard, k.ac, k.world, k.rank));
     Trainer gpu(tiny_sharded("cuda", k.strategy, k.C, k.shard, k.ac, k.world, k.rank));
-    REQUIRE(gpu.model().params().any_sharded());
+    REQUIRE(gpu.training_state().any_sharded());
     for (int i = 0; i < 3; ++i) {
       const StepResult want = cpu.train_step(), got = gpu.train_step();
       CHECK(std::isfinite(want.rank_loss));
@@ -257,12 +260,13 @@ TEST_CASE("an emulated sharded rank's steps on CUDA match the CPU (ZeRO-1/2, FSD
     }
     // What each rank stores: its shard of every sharded group (master or
     // parameters), every unsharded group whole.
-    const ParameterSet& want = cpu.model().params();
-    const ParameterSet& got = gpu.model().params();
-    for (int g = 0; g < want.group_count(); ++g) {
-      if (!want.group_decl(g).materialized) continue;
-      REQUIRE(got.group_decl(g).materialized);
-      expect_close(std::string(k.label) + " group " + want.group_decl(g).name + " after 3 steps",
+    const TrainingState& want = cpu.training_state();
+    const TrainingState& got = gpu.training_state();
+    for (int g = 0; g < want.params().group_count(); ++g) {
+      if (!want.params().group_decl(g).materialized) continue;
+      REQUIRE(got.params().group_decl(g).materialized);
+      expect_close(std::string(k.label) + " group " + want.params().group_decl(g).name +
+                       " after 3 steps",
                    values_of(got.shard_values(g)), values_of(want.shard_values(g)),
                    kStepTolerance);
     }

@@ -21,8 +21,8 @@ TEST_CASE("a NaN on one rank makes every rank skip, then stop, alike", "[mpi][tr
   c.skip_nonfinite = 1;
   Trainer t(c, world());
   t.train_step();
-  ParameterSet& p = t.model().params();
-  const int last = p.count() - 1;
+  TrainingState& p = t.training_state();
+  const int last = p.params().count() - 1;
   if (rank() == size() - 1) {
     float* embedding = p.values(0).data<float>();
     for (int64_t i = 0; i < p.values(0).numel(); ++i)

@@ -54,7 +54,7 @@ TEST_CASE("rank agreement: identical resumed state passes", "[mpi][agreement]") 
     Trainer t(agreement_config(strategy, std::string(strategy) == "ddp" ? 1.0 : 0.5), world());
     t.train_step();
     const std::string message = collective_error([&] {
-      require_same_resumed_state(world(), t.layout(), t.model().params(), t.step(),
+      require_same_resumed_state(world(), t.layout(), t.training_state(), t.step(),
                                  t.train_data().state());
     });
     CHECK(message.empty());
@@ -65,7 +65,7 @@ TEST_CASE("rank agreement: a different step names every rank's step", "[mpi][agr
   Trainer t(agreement_config("ddp", 1.0), world());
   const int64_t step = rank() == size() - 1 ? 8 : 4;
   const std::string message = collective_error([&] {
-    require_same_resumed_state(world(), t.layout(), t.model().params(), step,
+    require_same_resumed_state(world(), t.layout(), t.training_state(), step,
                                t.train_data().state());
   });
   std::string others = size() == 2 ? "step 4 on rank 0" : "step 4 on ranks 0";
@@ -79,7 +79,7 @@ TEST_CASE("rank agreement: another data position is refused", "[mpi][agreement]"
   nlohmann::json state = t.train_data().state();
   if (rank() == 1) state["cursor"] = 12345;
   const std::string message = collective_error([&] {
-    require_same_resumed_state(world(), t.layout(), t.model().params(), t.step(), state);
+    require_same_resumed_state(world(), t.layout(), t.training_state(), t.step(), state);
   });
   CHECK_THAT(message, Catch::Contains("the resumed data position") &&
                           Catch::Contains("rank 1 differs from rank 0"));
@@ -96,7 +96,8 @@ TEST_CASE("rank agreement: one changed weight or moment names its group and rank
   const int last = size() - 1;
   auto first_message = [&] {
     return collective_error([&] {
-      require_same_resumed_state(world(), L, p, t.step(), t.train_data().state());
+      require_same_resumed_state(world(), L, t.training_state(), t.step(),
+                                 t.train_data().state());
     });
   };
 
@@ -120,7 +121,7 @@ TEST_CASE("rank agreement: one changed weight or moment names its group and rank
   SECTION("an AdamW moment of the group every rank owns") {
     REQUIRE(L.all_ranks(L.groups[0]));
     if (rank() == last) {
-      Tensor m = p.group_adam_m(0);
+      Tensor m = t.training_state().group_adam_m(0);
       ops::fill(m, 0.25);
     }
     CHECK_THAT(first_message(),

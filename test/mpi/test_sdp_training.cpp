@@ -194,7 +194,8 @@ TEST_CASE("backward masking yields the full-model gradient on a fixed batch", "[
         c.model, StrategySpec::from_settings(c.parallel, c.model), size(), rank());
     CpuAllocator a1, a2;
     llama::LlamaModel masked(mc, L.model_layout), full(mc, L.model_layout);
-    masked.materialize(a1, DType::f64, L.held_mask(), L.trained_mask());
+    const auto masked_state =
+        TrainingState::materialize(masked, a1, DType::f64, L.held_mask(), L.trained_mask());
     full.materialize(a2, DType::f64);
     for (llama::LlamaModel* m : {&masked, &full}) {
       m->params().init_values(3);
@@ -211,7 +212,7 @@ TEST_CASE("backward masking yields the full-model gradient on a fixed batch", "[
       m->backward(1.0 / 32);
     }
     OwnerGroups groups(world(), L);
-    groups.average_gradients(masked.params());
+    groups.average_gradients(*masked_state);
     const ParameterSet& p = masked.params();
     int compared = 0;
     for (int g = 0; g < p.group_count(); ++g) {

@@ -117,12 +117,12 @@ TEST_CASE("a sharded rank holds its shards and gathers one block at a time", "[m
     TrainConfig c = sharded_config("ddp", 1.0, level);
     c.dtype = "f32";
     Trainer t(c, world());
-    const ParameterSet& p = t.model().params();
+    const TrainingState& p = t.training_state();
     const Allocator& a = t.allocator();
     size_t params = 0, grads = 0, moments = 0, largest_group = 0;
-    for (int g = 0; g < p.group_count(); ++g) {
+    for (int g = 0; g < p.params().group_count(); ++g) {
       const bool sharded = p.group_shard(g).sharded();
-      const int64_t whole = sharded ? p.padded_numel(g) : p.group_decl(g).numel;
+      const int64_t whole = sharded ? p.padded_numel(g) : p.params().group_decl(g).numel;
       const int64_t shard = p.shard_numel(g);
       const bool full = std::string(level) == "full", grad = std::string(level) != "optimizer";
       params += held_bytes(a, full ? shard : whole, DType::f32);
@@ -157,12 +157,12 @@ TEST_CASE("sharded collectives equal the analytic volume of each level", "[mpi][
       c.parallel.reshard_after_forward = reshard;
       Trainer t(c, world());
       const StepResult r = t.train_step();
-      const ParameterSet& p = t.model().params();
+      const TrainingState& p = t.training_state();
       const int64_t M = c.grad_accum;
       double rs = 0, ag = 0;
       int64_t rs_calls = 0, ag_calls = 0;
       const int output_stage = t.model().site_count() - 1;
-      for (int g = 0; g < p.group_count(); ++g) {
+      for (int g = 0; g < p.params().group_count(); ++g) {
         if (!p.group_shard(g).sharded()) continue;
         const double bytes = static_cast<double>(p.padded_numel(g)) * 4;
         const double ring = (N - 1.0) / N * bytes;
@@ -179,7 +179,7 @@ TEST_CASE("sharded collectives equal the analytic volume of each level", "[mpi][
         // (kept: the group the output stage reads, or no resharding).
         bool read_by_output = false;
         for (int id : t.model().site_params(output_stage))
-          read_by_output |= p.decl(id).group == g;
+          read_by_output |= p.params().decl(id).group == g;
         const int64_t per_micro = (reshard && !read_by_output) ? 2 : 1;
         ag += static_cast<double>(M * per_micro) * ring;
         ag_calls += M * per_micro;
@@ -288,8 +288,8 @@ TEST_CASE("backward masking with full sharding cuts every group over the world",
     expect_same_training(sharded, plain, 3);
     // Every group is a world shard on every rank, owned or not: FSDP's
     // memory, with weight gradients only where owned.
-    const ParameterSet& p = sharded.model().params();
-    for (int g = 0; g < p.group_count(); ++g) {
+    const TrainingState& p = sharded.training_state();
+    for (int g = 0; g < p.params().group_count(); ++g) {
       CHECK(p.group_shard(g).parts == size());
       CHECK(p.keeps_training_state(g));
     }

@@ -39,21 +39,22 @@ TrainConfig swin_job(const std::string& strategy, double active_fraction = 1.0) 
 // (whole_values needs every rank to size each group alike, which a
 // forward-masked rank that does not hold a sharded group cannot.)
 double held_difference(Trainer& sharded, Trainer& plain) {
-  const ParameterSet& ps = sharded.model().params();
+  const TrainingState& state = sharded.training_state();
+  const ParameterSet& ps = state.params();
   const ParameterSet& pp = plain.model().params();
   double worst = 0;
   for (int id = 0; id < ps.count(); ++id) {
     const ParamDecl& d = ps.decl(id);
     if (!ps.is_materialized(id) || d.buffer) continue;
     const Tensor want = pp.param(*pp.find(d.name));
-    if (!ps.group_shard(d.group).sharded()) {
+    if (!state.group_shard(d.group).sharded()) {
       const Tensor got = ps.param(id);
       for (int64_t e = 0; e < got.numel(); ++e)
         worst = std::max(worst, std::abs(ops::item(got, e) - ops::item(want, e)));
       continue;
     }
-    const ParameterSet::ShardSlice sl = ps.shard_slice(id);
-    const Tensor shard = ps.shard_values(d.group);
+    const TrainingState::ShardSlice sl = state.shard_slice(id);
+    const Tensor shard = state.shard_values(d.group);
     for (int64_t k = 0; k < sl.length; ++k)
       worst = std::max(worst, std::abs(ops::item(shard, sl.shard_begin + k) -
                                        ops::item(want, sl.param_begin + k)));

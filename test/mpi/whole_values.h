@@ -25,21 +25,22 @@ namespace sdp::testing::mpi {
 inline std::map<std::string, std::vector<double>> whole_values(Trainer& t,
                                                                bool with_buffers = false,
                                                                bool contributes = true) {
-  const ParameterSet& p = t.model().params();
+  const TrainingState& state = t.training_state();
+  const ParameterSet& p = state.params();
   const SubnetLayout& L = t.layout();
   std::map<std::string, std::vector<double>> out;
   for (int g = 0; g < p.group_count(); ++g) {
     const StorageGroup& sg = L.groups[static_cast<size_t>(g)];
-    const int64_t P = p.group_shard(g).sharded() ? p.padded_numel(g) : p.group_decl(g).numel;
+    const int64_t P = state.group_shard(g).sharded() ? p.padded_numel(g) : p.group_decl(g).numel;
     std::vector<double> whole(static_cast<size_t>(P), 0.0), sum(whole.size(), 0.0);
     if (!contributes) {
       // nothing from this rank
-    } else if (p.group_shard(g).sharded()) {
-      const Tensor s = p.shard_values(g);
+    } else if (state.group_shard(g).sharded()) {
+      const Tensor s = state.shard_values(g);
       for (int64_t e = 0; e < s.numel(); ++e)
-        whole[static_cast<size_t>(p.shard_begin(g) + e)] = ops::item(s, e);
+        whole[static_cast<size_t>(state.shard_begin(g) + e)] = ops::item(s, e);
     } else if (sg.root == rank()) {
-      const Tensor v = p.group_values(g);
+      const Tensor v = state.group_values(g);
       for (int64_t e = 0; e < v.numel(); ++e) whole[static_cast<size_t>(e)] = ops::item(v, e);
     }
     MPI_Allreduce(whole.data(), sum.data(), static_cast<int>(sum.size()), MPI_DOUBLE, MPI_SUM,
