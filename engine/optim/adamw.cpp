@@ -59,8 +59,8 @@ void AdamW::fail_nonfinite(int64_t step, int g) const {
   for (size_t k = 0; k < segments.size(); ++k)
     if (!std::isfinite(
             ops::sum_squares(values.narrow(0, segments[k].offset, segments[k].numel)))) {
-      name = "parameter '" + state_.params().decl(segment_params_[static_cast<size_t>(g)][k]).full_name +
-             "'";
+      const int id = segment_params_[static_cast<size_t>(g)][k];
+      name = "parameter '" + state_.params().decl(id).full_name + "'";
       break;
     }
   // Permanent: a restart resumes the last checkpoint and replays this very

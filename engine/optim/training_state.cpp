@@ -86,7 +86,8 @@ const GroupShard& TrainingState::group_shard(int g) const {
 }
 
 bool TrainingState::any_sharded() const {
-  return std::any_of(shards_.begin(), shards_.end(), [](const GroupShard& s) { return s.sharded(); });
+  return std::any_of(shards_.begin(), shards_.end(),
+                     [](const GroupShard& s) { return s.sharded(); });
 }
 
 int64_t TrainingState::shard_numel(int g) const {

@@ -64,7 +64,8 @@ Sharding::Sharding(TrainingState& training, OwnerGroups& groups,
     }
   }
   for (int g = 0; g < G; ++g)
-    SDP_CHECK(!training_state_.group_shard(g).shards_params() || state_[static_cast<size_t>(g)].first_site >= 0,
+    SDP_CHECK(!training_state_.group_shard(g).shards_params() ||
+                  state_[static_cast<size_t>(g)].first_site >= 0,
               "group ", params.group_decl(g).name, " is sharded but no site reads it");
   if (sites > 0)
     for (int g : site_grad_groups_[0]) {
@@ -201,7 +202,8 @@ void Sharding::grads_ready(std::span<const int> param_ids) {
 void Sharding::reduce_scatter_into_shard(int g) {
   GroupState& st = state_[static_cast<size_t>(g)];
   Tensor whole = params_.group_grads_padded(g);  // [P]
-  Tensor mine = whole.narrow(0, training_state_.shard_begin(g), training_state_.shard_numel(g));  // [S]
+  Tensor mine =
+      whole.narrow(0, training_state_.shard_begin(g), training_state_.shard_numel(g));  // [S]
   st.comm->reduce_scatter(whole, mine, comm::ReduceOp::average);
   if (st.owner_scale != 1.0) ops::scale(mine, st.owner_scale);
   // Micro-batches add up in the shard, as they would in whole gradients.
@@ -241,7 +243,8 @@ void Sharding::gather_updated_parameters() {
 double Sharding::gradient_square_share() const {
   double sum = 0;
   for (int g = 0; g < params_.group_count(); ++g)
-    if (training_state_.group_shard(g).sharded()) sum += ops::sum_squares(training_state_.shard_grads(g));
+    if (training_state_.group_shard(g).sharded())
+      sum += ops::sum_squares(training_state_.shard_grads(g));
   return sum;
 }
 
