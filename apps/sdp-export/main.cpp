@@ -11,6 +11,7 @@
 
 #include <CLI/CLI.hpp>
 
+#include "apps/cli_common.h"
 #include "engine/checkpoint/byte_size.h"
 #include "engine/core/error.h"
 #include "engine/train/checkpoint_dir.h"
@@ -36,7 +37,12 @@ int main(int argc, char** argv) {
                "are added, replacing files of the same names; no other file is deleted");
   app.add_option("--max-shard-size", max_shard_size,
                  "Largest .safetensors file before sharding (5GB, 500MB, 2GiB, bytes)");
-  CLI11_PARSE(app, argc, argv);
+  sdp::app::add_version_flag(app, "sdp-export");
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    return sdp::app::report_parse_error(app, "sdp-export", e);
+  }
   try {
     const uint64_t max_bytes = sdp::checkpoint::parse_byte_size(max_shard_size, "--max-shard-size");
     const auto dir = sdp::resolve_checkpoint(source);

@@ -8,6 +8,7 @@
 
 #include <CLI/CLI.hpp>
 
+#include "apps/cli_common.h"
 #include "apps/integer_option.h"
 #include "apps/training_options.h"
 #include "engine/pipeline/costs_json.h"
@@ -297,11 +298,12 @@ int main(int argc, char** argv) {
                  "The measured run's --stage-blocks (default: balanced, as sdp-train)");
   app.add_option("--write-costs", o.write_costs, "With --model: write the derived costs file there");
   app.add_flag("--json", o.json, "Print the figures and timelines as JSON instead of the table");
+  app::add_version_flag(app, "sdp-pipeline");
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
-    // --help exits 0; every other parse error is bad input, like the rest.
-    return app.exit(e) == 0 ? 0 : 2;
+    // --help and --version exit 0; every other parse error is bad input, like the rest.
+    return app::report_parse_error(app, "sdp-pipeline", e) == 0 ? 0 : 2;
   }
   try {
     return run(o);

@@ -11,6 +11,7 @@
 
 #include <CLI/CLI.hpp>
 
+#include "apps/cli_common.h"
 #include "apps/sdp-plan/fit.h"
 #include "apps/sdp-plan/measure.h"
 #include "apps/sdp-plan/plan_options.h"
@@ -71,7 +72,12 @@ int main(int argc, char** argv) {
   app.get_formatter()->column_width(30);
   PlanOptions options;
   add_options(app, options);
-  CLI11_PARSE(app, argc, argv);
+  sdp::app::add_version_flag(app, "sdp-plan");
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    return sdp::app::report_parse_error(app, "sdp-plan", e);
+  }
   try {
     PlanReport report;
     report.job = resolve_job(options);

@@ -11,6 +11,7 @@
 
 #include <CLI/CLI.hpp>
 
+#include "apps/cli_common.h"
 #include "apps/sdp-train/options.h"
 #include "apps/sdp-train/run.h"
 #include "comm/mpi_runtime.h"
@@ -101,13 +102,17 @@ int main(int argc, char** argv) {
       "(DDP and Subnetwork Data Parallelism).\nFields come from defaults, then --config FILE "
       "(JSON), then flags. Multi-rank: mpirun -np N sdp-train ..."};
   app.get_formatter()->column_width(34);
+  // --help shows each flag's default beside its text.
+  app.option_defaults()->always_capture_default();
   sdp::app::CliOptions options;
   sdp::app::add_options(app, options);
+  sdp::app::add_version_flag(app, "sdp-train");
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
-    // --help and the like end with 0; a bad flag is a permanent error.
-    return app.exit(e) == 0 ? 0 : sdp::kExitPermanentError;
+    // --help and --version end with 0; a bad flag is a permanent error.
+    return sdp::app::report_parse_error(app, "sdp-train", e) == 0 ? 0
+                                                                  : sdp::kExitPermanentError;
   }
   // Every rank parses the same flags: only rank 0 reports what they all see.
   std::optional<MpiRuntime> mpi;
