@@ -7,6 +7,9 @@
 
 #include "apps/integer_option.h"
 #include "engine/core/config_limits.h"
+#include "engine/core/error.h"
+#include "models/common/config_json.h"
+#include "models/common/model_spec.h"
 
 namespace sdp::app {
 
@@ -29,7 +32,11 @@ const SharedFlag kSharedFlags[] = {
     {"model", "--model",
      "Named model (sdp-train --list-models): LLaMA tiny, mini, small, small-32k, llama-134m, "
      "llama-500m, llama-1b; CIFAR ResNets resnet-tiny, resnet-mini, resnet18, wrn18, "
-     "resnet152-basic; CIFAR Swin Transformers swin-micro, swin-mini, swin-t"},
+     "resnet152-basic; CIFAR Swin Transformers swin-micro, swin-mini, swin-t. Or a custom "
+     "model: NAME:key=value,... (LLaMA keys vocab, layers, dim, heads, kv_heads, ffn, max_seq, "
+     "rope_theta, norm_eps, tie; ResNet widths, blocks as 4 '-'-joined sizes; Swin embed, "
+     "depths, heads, window, img, patch, mlp_ratio), e.g. mini:layers=8 (a custom LLaMA "
+     "without vocab takes the data's), or config:PATH (a Hugging Face LLaMA config.json)"},
     {"data", "--data",
      "LLaMA tokens: synthetic[:vocab=V,seed=S], text:PATH (bytes), llmc:PATH[,PATH...] (llm.c "
      ".bin shards). Images (ResNet, Swin): synthetic (= synthetic-images[:classes=K,...]), "
@@ -115,6 +122,32 @@ std::vector<CLI::Option*> add_training_options(CLI::App& to, TrainConfig& config
   std::vector<CLI::Option*> options;
   for (const char* field : fields) options.push_back(add_training_option(to, config, field));
   return options;
+}
+
+void add_model_field_flags(CLI::App& to, ModelFieldFlags& flags) {
+  to.add_option("--vocab-size", flags.vocab_size,
+                "Sets the --model's vocabulary (adds vocab=N to its spec; e.g. --model mini "
+                "--vocab-size 1024 for a 1k-token tokenizer's data); 0 = the model's own")
+      ->check(integer_in(int64_t{0}, model_config::kMaxSize));
+  to.add_option("--layers", flags.layers,
+                "Sets the --model's blocks (LLaMA; adds layers=L to its spec); 0 = the model's "
+                "own")
+      ->check(integer_in(int64_t{0}, model_config::kMaxSize));
+}
+
+std::string with_model_field_flags(const std::string& model, const ModelFieldFlags& flags) {
+  std::string spec = model;
+  auto set = [&](const char* flag, const char* key, int64_t value) {
+    if (value <= 0) return;
+    try {
+      spec = with_model_override(spec, key, std::to_string(value));
+    } catch (const Error& e) {
+      fail(flag, ": ", e.what());
+    }
+  };
+  set("--vocab-size", "vocab", flags.vocab_size);
+  set("--layers", "layers", flags.layers);
+  return spec;
 }
 
 CLI::Option* add_training_option(CLI::App& to, std::string& value, const std::string& field) {

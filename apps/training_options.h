@@ -24,6 +24,18 @@ CLI::Option* add_training_option(CLI::App& to, TrainConfig& config, const std::s
 std::vector<CLI::Option*> add_training_options(CLI::App& to, TrainConfig& config,
                                                std::initializer_list<const char*> fields);
 
+// Flags that change one field of the --model spec (models/common/model_spec.h):
+// --vocab-size N and --layers L add vocab=N and layers=L to it, so
+// `--model mini --vocab-size 1024` trains mini:vocab=1024.
+struct ModelFieldFlags {
+  int64_t vocab_size = 0;  // 0: not given
+  int64_t layers = 0;
+};
+void add_model_field_flags(CLI::App& to, ModelFieldFlags& flags);
+// `model` with the given flags' fields set; throws sdp::Error naming the
+// flag where the spec cannot take it (config:PATH).
+std::string with_model_field_flags(const std::string& model, const ModelFieldFlags& flags);
+
 // The shared flag of a string field, bound to an app's own variable (an app
 // that keeps its own options struct rather than a TrainConfig).
 CLI::Option* add_training_option(CLI::App& to, std::string& value, const std::string& field);

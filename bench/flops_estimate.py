@@ -61,11 +61,17 @@ def model_shapes(sdp_train):
                               text=True).stdout
     except (OSError, subprocess.CalledProcessError) as e:
         fail(f"cannot run {sdp_train} --list-models ({e}); build it first")
+    # The LLaMA table comes first: a header, one row per model, then a blank
+    # line before the image models' sections (which are not read).
     shapes = {}
     for line in text.splitlines()[1:]:
+        if not line.strip():
+            break
         cols = line.split()
-        if len(cols) == 7:
+        if len(cols) == 7 and all(c.isdigit() for c in cols[1:6]):
             shapes[cols[0]] = tuple(int(c) for c in cols[1:6])
+    if not shapes:
+        fail(f"{sdp_train} --list-models printed no LLaMA table")
     return shapes
 
 

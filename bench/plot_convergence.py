@@ -2,15 +2,17 @@
 """Plots and summarizes bench/convergence.sh's runs.
 
     python3 bench/plot_convergence.py --dir out/convergence \\
-        --plot bench/results/convergence.svg --report bench/results/convergence.md
+        [--plot bench/results/convergence.svg] [--report bench/results/convergence.md]
 
 Reads DIR/equal_steps/<strategy>.jsonl and DIR/equal_flops/<strategy>.jsonl
 (sdp-train metrics: train loss every step, full-model eval loss every k
 steps, a summary line), estimates each run's FLOPs per rank per step with
 bench/flops_estimate.py, draws the eval loss (markers) and the train loss
 (moving average, faint) against steps for (a) and against estimated FLOPs per
-rank for (b), with the entropy rate of the language as the floor, and writes
-a Markdown summary. Needs matplotlib (the only non-standard module here).
+rank for (b), with the entropy rate of the language as the floor, and prints
+a Markdown summary (also written to --report when given). The plot is drawn
+only with --plot, and only that needs matplotlib (the only non-standard
+module here).
 """
 import argparse
 import json
@@ -44,17 +46,19 @@ def moving_average(values, window):
 def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--dir", default="out/convergence")
-    ap.add_argument("--plot", default="bench/results/convergence.svg")
-    ap.add_argument("--report", default="bench/results/convergence.md")
+    ap.add_argument("--plot", help="write the plot here (.svg or .png; needs matplotlib)")
+    ap.add_argument("--report", help="also write the Markdown summary here")
     ap.add_argument("--strategies", default="ddp b-sdp n-sdp bb-sdp nb-sdp")
     args = ap.parse_args()
-    try:
-        import matplotlib
-        matplotlib.use("Agg")
-        import matplotlib.pyplot as plt
-    except ImportError:
-        fail(f"matplotlib is missing for {sys.executable}: apt-get install -y python3-matplotlib "
-             "(Debian's /usr/bin/python3) or pip install matplotlib")
+    if args.plot:
+        try:
+            import matplotlib
+            matplotlib.use("Agg")
+            import matplotlib.pyplot as plt
+        except ImportError:
+            fail(f"matplotlib is missing for {sys.executable}: apt-get install -y "
+                 "python3-matplotlib (Debian's /usr/bin/python3) or pip install matplotlib; "
+                 "without --plot only the summary is written")
 
     shapes = flops_estimate.model_shapes(
         os.environ.get("BIN", os.path.join(os.path.dirname(__file__), "..", "build/bin/sdp-train")))
@@ -79,7 +83,12 @@ def main():
     cfg = runs["equal_steps", "ddp"]["summary"]["config"]
     world = runs["equal_steps", "ddp"]["summary"]["parallel"]["world"]
 
-    # --- plot --------------------------------------------------------------
+    if args.plot:
+        draw(plt, matplotlib, args.plot, runs, strategies, best, cfg, world)
+    write_report(args, runs, strategies, best, cfg, world)
+
+
+def draw(plt, matplotlib, path, runs, strategies, best, cfg, world):
     matplotlib.rcParams["svg.hashsalt"] = "sdp-convergence"  # stable SVG ids
     fig, axes = plt.subplots(1, 2, figsize=(12, 4.8), sharey=True)
     evals_all = []
@@ -116,9 +125,10 @@ def main():
                  f"SDP at C = {runs['equal_steps', strategies[-1]]['summary']['config']['active_fraction']:g}",
                  fontsize=10)
     fig.tight_layout()
-    fig.savefig(args.plot, metadata={"Date": None} if args.plot.endswith(".svg") else None)
+    fig.savefig(path, metadata={"Date": None} if path.endswith(".svg") else None)
 
-    # --- report ------------------------------------------------------------
+
+def write_report(args, runs, strategies, best, cfg, world):
     times = {}
     times_path = os.path.join(args.dir, "times.tsv")
     if os.path.exists(times_path):
@@ -165,17 +175,23 @@ def main():
     text = "\n".join(lines)
     info_path = os.path.join(args.dir, "run_info.txt")
     info = open(info_path, encoding="utf-8").read().strip() if os.path.exists(info_path) else ""
-    with open(args.report, "w", encoding="utf-8") as f:
-        f.write(f"Convergence on the synthetic language: model `{cfg['model']}`, {world} ranks, "
-                f"batch {cfg['batch']} x seq {cfg['seq']} per rank, lr {cfg['lr']:g} (warmup "
-                f"{cfg['warmup']}, cosine to {cfg['min_lr']:g}), eval every {cfg['eval_every']} "
-                f"steps on {cfg['eval_batches']} batches, seed {cfg['seed']}. Entropy rate "
-                f"(best achievable loss): {best:.4f} nats/token. Plot: `{args.plot}`.\n")
-        if info:
-            f.write("\n" + "; ".join(info.splitlines()) + ".\n")
-        f.write("\n" + text + "\n")
-    print(open(args.report, encoding="utf-8").read())
-    print(f"plot_convergence: wrote {args.plot} and {args.report}", file=sys.stderr)
+    entropy = "unknown" if best is None else f"{best:.4f} nats/token"
+    report = (f"Convergence on the synthetic language: model `{cfg['model']}`, {world} ranks, "
+              f"batch {cfg['batch']} x seq {cfg['seq']} per rank, lr {cfg['lr']:g} (warmup "
+              f"{cfg['warmup']}, cosine to {cfg['min_lr']:g}), eval every {cfg['eval_every']} "
+              f"steps on {cfg['eval_batches']} batches, seed {cfg['seed']}. Entropy rate "
+              f"(best achievable loss): {entropy}."
+              + (f" Plot: `{args.plot}`." if args.plot else "") + "\n")
+    if info:
+        report += "\n" + "; ".join(info.splitlines()) + ".\n"
+    report += "\n" + text + "\n"
+    print(report)
+    if args.report:
+        with open(args.report, "w", encoding="utf-8") as f:
+            f.write(report)
+    written = [p for p in (args.plot, args.report) if p]
+    if written:
+        print(f"plot_convergence: wrote {' and '.join(written)}", file=sys.stderr)
 
 
 if __name__ == "__main__":

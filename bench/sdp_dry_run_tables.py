@@ -5,9 +5,10 @@ build/bin/sdp-plan (one meta-device step of every emulated rank), beside the
 SDP paper's reference figures and the analytic expectation of each number.
 
 Usage: python3 bench/sdp_dry_run_tables.py [--bin build/bin/sdp-plan]
-           [--results bench/RESULTS.md] [--print-only]
-Writes (or replaces) the section "SDP dry-run planner tables (8 ranks)" of
-the results file; --print-only prints it instead. Standard library only.
+           [--write-results bench/RESULTS.md]
+Prints the section "SDP dry-run planner tables (8 ranks)"; --write-results
+FILE writes (or replaces) it in that results file instead. Standard library
+only. bench/paper_tables.py prints it beside the paper's other tables.
 """
 import argparse
 import json
@@ -340,21 +341,16 @@ activation and workspace bytes and nothing else from the runs. {agreement}
     return text
 
 
-def main():
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--bin", default="build/bin/sdp-plan")
-    ap.add_argument("--results", default="bench/RESULTS.md")
-    ap.add_argument("--print-only", action="store_true")
-    args = ap.parse_args()
-
+def build_section(binary):
+    """The results section: every table, the commands and the paper's figures."""
     start = time.monotonic()
     reports, commands = {}, []
     for model in MODELS:
-        cmd, reports[model] = run_plan(args.bin, model, WORLD, STRATEGIES)
+        cmd, reports[model] = run_plan(binary, model, WORLD, STRATEGIES)
         commands.append(cmd)
-    cmd16, r1b16 = run_plan(args.bin, "llama-1b", 16,
+    cmd16, r1b16 = run_plan(binary, "llama-1b", 16,
                             ",".join(["ddp"] + [f"{v}:0.6875" for v in VARIANTS]))
-    cmd_rand, rrand = run_plan(args.bin, "llama-1b", WORLD, "ddp,b-sdp:0.5,n-sdp:0.5",
+    cmd_rand, rrand = run_plan(binary, "llama-1b", WORLD, "ddp,b-sdp:0.5,n-sdp:0.5",
                                "--plan", "random", "--plan-seed", "0")
     commands += [cmd16, cmd_rand]
     wall = time.monotonic() - start
@@ -375,7 +371,8 @@ def main():
         f"no MPI or GPU is needed; the {meta_steps} meta steps took {planner_seconds:.2f} s in "
         f"all ({wall:.1f} s with process start-up) on the shared 2-core machine.",
         "",
-        f"**Command:** `python3 bench/sdp_dry_run_tables.py`, which runs:",
+        f"**Command:** `python3 bench/sdp_dry_run_tables.py` (or `bench/paper_tables.py`), "
+        "which runs:",
         "",
         quoted,
         "",
@@ -394,12 +391,20 @@ def main():
     gaps = model_gap(reports.values())
     body.append(paper_section(reports["llama-1b"], reports["llama-500m"], r1b16, rrand,
                               gaps).strip())
-    section = "\n".join(body) + "\n"
+    return "\n".join(body) + "\n"
 
-    if args.print_only:
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--bin", default="build/bin/sdp-plan")
+    ap.add_argument("--write-results", metavar="FILE",
+                    help="write the section into this results file instead of printing it")
+    args = ap.parse_args()
+    section = build_section(args.bin)
+    if not args.write_results:
         sys.stdout.write(section)
         return 0
-    with open(args.results) as f:
+    with open(args.write_results) as f:
         text = f.read()
     if SECTION in text:
         head, rest = text.split(SECTION, 1)
@@ -408,11 +413,11 @@ def main():
         text = head + section + ("\n" + tail if tail else "")
     else:
         text = text.rstrip("\n") + "\n\n" + section
-    tmp = args.results + ".tmp"
+    tmp = args.write_results + ".tmp"
     with open(tmp, "w") as f:
         f.write(text)
-    os.replace(tmp, args.results)
-    print(f"wrote '{SECTION[3:]}' into {args.results}")
+    os.replace(tmp, args.write_results)
+    print(f"wrote '{SECTION[3:]}' into {args.write_results}")
     return 0
 
 

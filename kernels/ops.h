@@ -108,6 +108,21 @@ void cross_entropy_forward(const Tensor& logits, const Tensor& targets, Tensor& 
 void cross_entropy_backward_input(const Tensor& logits, const Tensor& targets,
                                   const Tensor& lse, double grad_scale, Tensor& dlogits);
 
+// ---- top-k accuracy -------------------------------------------------------------
+// For each k of `ks` (ascending, each >= 1, at most kMaxTopK of them):
+// correct[i] = rows of logits [..., V] whose target (targets [...] i32, as
+// cross_entropy_forward's) is among the ks[i] largest logits of its row. A
+// target ranks after every larger logit and after equal logits of lower
+// classes (ties go to the lower class, as argmax's first maximum); rows with
+// a negative target are ignored; a row holding a NaN logit is never correct.
+// All zero on meta. On CUDA a small kernel counts on the device and the
+// counts are read back (waits for the stream; an out-of-range target,
+// which cross_entropy_forward turns into a NaN loss there, counts as wrong).
+// No buffer is allocated: the counts live in a fixed device array.
+inline constexpr int kMaxTopK = 4;
+void count_top_k(const Tensor& logits, const Tensor& targets, std::span<const int> ks,
+                 std::span<int64_t> correct);
+
 // ---- convolution (NCHW), for the CIFAR ResNets --------------------------------
 // x [B, Cin, H, W], w [Cout, Cin, k, k], y [B, Cout, Ho, Wo] with
 // Ho = (H + 2 padding - k) / stride + 1 (likewise Wo); square kernels, equal

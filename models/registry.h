@@ -3,12 +3,16 @@
 // (llama_config.h), the CIFAR ResNets (resnet_config.h) and the CIFAR Swin
 // Transformers (swin_config.h). The trainer,
 // the strategies and the apps build models only through here.
+// Every `name` below is a model spec (models/common/model_spec.h): a named
+// model, a named model with fields replaced (mini:vocab=1024,layers=8), or a
+// Hugging Face LLaMA config.json (config:PATH).
 #include <memory>
 #include <string>
 #include <vector>
 
 #include "models/common/component.h"
 #include "models/common/model.h"
+#include "models/llama/llama_config.h"
 
 namespace sdp {
 
@@ -33,6 +37,17 @@ struct ModelDataFacts {
 std::vector<std::string> model_names();
 // Throws sdp::Error listing the valid names for an unknown one.
 ModelFamily model_family(const std::string& name);
+
+// The LLaMA a spec describes; throws sdp::Error for another family, an
+// unknown key, a bad value, or a config.json that is not a LLaMA.
+llama::LlamaConfig llama_config(const std::string& name);
+
+// The spec a training run records (sdp_state.json's train_config.model), so
+// that resuming and sdp-export build the same model without the data or the
+// working directory: a custom LLaMA without a vocab key takes the data's
+// vocabulary (`data_vocab`, 0 = none), and config:PATH an absolute path. A
+// named model without overrides is returned as it is.
+std::string resolved_model_spec(const std::string& name, int64_t data_vocab);
 const char* model_family_name(ModelFamily family);
 
 // The model's declarations (parameters, components, storage groups) under
@@ -54,7 +69,8 @@ ModelLayout with_default_groups(const std::string& name, ModelLayout layout);
 nlohmann::json model_architecture(const nlohmann::json& config);
 
 // Which named model a checkpoint's config.json describes ("tiny (0.1M
-// parameters)"), or its model_type when it matches none.
+// parameters)"), the custom spec its name records, or its model_type when it
+// matches none.
 std::string describe_model_config(const nlohmann::json& config);
 
 // The stochastic depth rate a named model trains with by default (Swin-T's

@@ -133,7 +133,7 @@ for s in "${runs[@]}"; do
   # traffic tables sdp-train prints. (stdin closed: mpirun would forward it.)
   if ! "${MPIRUN[@]}" -np "$ranks" build/bin/sdp-train "${common[@]}" \
          "${flags[@]}" "${user[@]}" --metrics "$out/$s.jsonl" \
-         --progress false </dev/null 2>&1 | tee "$out/$s.log" | awk '/^step /{print "  " $0; fflush()}'; then
+         --progress false </dev/null 2>&1 | tee "$out/$s.log" | awk '/^step +[0-9]+  train loss/{print "  " $0; fflush()}'; then
     tail -n 20 "$out/$s.log" >&2
     echo "demo: the $s run failed; its whole output is $out/$s.log" >&2
     exit 1

@@ -9,7 +9,8 @@ achievable loss (the synthetic language's entropy rate), the peak memory per
 rank (the largest over ranks and steps) with the saving against DDP, the
 bytes sent per rank per step (the mean over ranks, averaged over the steps)
 with the ratio to DDP, and with --step-time the median step time (rank 0's
-wall time of a training step, evaluation excluded). The DDP row (no sharding, no
+wall time of a training step, evaluation excluded). Runs of a classifier
+(ResNet, Swin) add the full model's final eval top-1 and top-5 accuracy. The DDP row (no sharding, no
 recomputation), when present, is the reference; without it the comparison
 columns show "-". Standard library only, so that any python3 runs it.
 """
@@ -66,6 +67,10 @@ def read_run(path):
         "world": parallel.get("world", 1),
         "steps": summary["steps"],
         "eval_loss": summary.get("final_eval_loss"),
+        # Classifiers only (token models count no accuracy).
+        "top1": summary.get("final_eval_top1"),
+        "top5": summary.get("final_eval_top5"),
+        "classifier": "final_eval_top1" in summary,
         "best": summary.get("best_achievable_loss"),
         "peak": max(rank_stat(s, "peak_bytes", "max") for s in steps),
         "sent": sum(rank_stat(s, "sent_bytes", "mean") for s in steps) / len(steps),
@@ -112,6 +117,12 @@ def main(args):
              f"{sorted(bests)}): their losses cannot share a table")
     best = bests.pop() if bests else None
 
+    classifier = any(r["classifier"] for r in runs)
+    top5 = any(r["top5"] is not None for r in runs)
+
+    def percent(x):
+        return None if x is None else 100.0 * x
+
     rows = []
     for r in runs:
         gap = None if r["eval_loss"] is None or best is None else r["eval_loss"] - best
@@ -123,13 +134,17 @@ def main(args):
             r["label"],
             number(r["eval_loss"], ".4f"),
             number(gap, "+.4f"),
+        ] + ([number(percent(r["top1"]), ".1f")] if classifier else [])
+          + ([number(percent(r["top5"]), ".1f")] if top5 else []) + [
             number(r["peak"] / MIB, ".2f"),
             number(saving, ".1f"),
             number(r["sent"] / MIB, ".3f"),
             number(ratio, ".2f"),
         ] + ([number(1e3 * r["step_seconds"], ".0f")] if step_time else []))
-    head = ["strategy", "eval loss", "gap", "peak MiB/rank", "saving %", "sent MiB/rank/step",
-            "vs DDP"] + (["step ms"] if step_time else [])
+    head = (["strategy", "eval loss", "gap"] + (["top-1 %"] if classifier else [])
+            + (["top-5 %"] if top5 else [])
+            + ["peak MiB/rank", "saving %", "sent MiB/rank/step", "vs DDP"]
+            + (["step ms"] if step_time else []))
     widths = [max(len(h), *(len(row[i]) for row in rows)) for i, h in enumerate(head)]
 
     def line(cells):
@@ -147,7 +162,10 @@ def main(args):
     for row in rows:
         print(line(row))
     print("eval loss: full model (union of all ranks' subnets) on the validation batches; "
-          "gap: eval loss - entropy rate;\npeak: largest per-rank peak over ranks and steps, "
+          "gap: eval loss - entropy rate;\n"
+          + ("top-1, top-5: the full model's eval accuracy (label among the 1 or 5 largest "
+             "logits);\n" if classifier else "")
+          + "peak: largest per-rank peak over ranks and steps, "
           "saving against DDP; sent: bytes per rank per step (mean over ranks), ratio to DDP"
           + (";\nstep: median wall time of a training step on rank 0 (the ranks share the cores)."
              if step_time else "."))

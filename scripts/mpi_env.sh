@@ -43,7 +43,10 @@ sdp_mpi_setup() {
     export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
   fi
   # One thread per rank: the ranks already share the cores, and more OpenMP
-  # threads each would only contend.
+  # threads each would only contend. sdp-train's own default (its share of
+  # the cores, printed as "threads: ...") gives the same where the ranks
+  # outnumber the cores; fixed here so that the demo's and the benchmarks'
+  # figures are at one thread per rank on any machine.
   export OMP_NUM_THREADS=1
 }
 

@@ -8,10 +8,16 @@ Either trains a byte-level BPE tokenizer of --vocab-size entries on the files
 (special tokens <|endoftext|>, the end and beginning of a document, and
 <|pad|>) or uses the tokenizer.json given with --tokenizer. Every input file is
 one document (--documents paragraphs: every run of text between blank lines).
-The token stream puts the end-of-document token before each document (when
-the tokenizer's beginning token is another one: that before, the end token
-after), so documents are separated by it and the first one starts after it
-too. The last --val-fraction of the stream is the validation split.
+The documents are shuffled first (a permutation drawn from --seed; --no-shuffle
+keeps the order of the files and of the paragraphs in them), so the split and
+the shards mix all inputs rather than following them one after the other: a
+corpus of concatenated sources otherwise trains on the first ones and
+validates on the last. The token stream puts the end-of-document token before
+each document (when the tokenizer's beginning token is another one: that
+before, the end token after), so documents are separated by it and the first
+one starts after it too. The last --val-fraction of the stream is the
+validation split. (sdp-train shuffles the windows it reads from the train
+shards on its own as well: --shuffle.)
 
 Writes into DIR:
   NAME_train_000000.bin, ...  llm.c shards of at most --shard-tokens tokens: a header of
@@ -27,6 +33,7 @@ Run with the Python of setup-python-ref.sh (it has the tokenizers package).
 import argparse
 import json
 import os
+import random
 import re
 import sys
 
@@ -67,6 +74,11 @@ def parse_args(argv):
                    " it has, else none); 'none' for none")
     p.add_argument("--documents", choices=["files", "paragraphs"], default="files",
                    help="what a document is: a whole file (default) or a paragraph")
+    p.add_argument("--shuffle", action=argparse.BooleanOptionalAction, default=True,
+                   help="shuffle the documents before they are tokenized, split and sharded "
+                        "(default; --no-shuffle keeps the input order)")
+    p.add_argument("--seed", type=int, default=1234,
+                   help="seed of the document shuffle, >= 0 (default 1234)")
     p.add_argument("--val-fraction", type=float, default=0.05,
                    help="share of the token stream in the validation split, [0, 0.5] "
                         "(default 0.05; 0 writes no val shard)")
@@ -89,6 +101,8 @@ def check_args(args):
         raise InputError(f"--val-fraction {args.val_fraction} is invalid (valid: [0, 0.5])")
     if args.shard_tokens < 1:
         raise InputError(f"--shard-tokens {args.shard_tokens} is invalid (valid: >= 1)")
+    if args.seed < 0:
+        raise InputError(f"--seed {args.seed} is invalid (valid: an integer >= 0)")
     for path in args.texts:
         if not os.path.isfile(path):
             raise InputError(f"text file '{path}' does not exist")
@@ -109,6 +123,14 @@ def read_documents(paths, mode):
     if not docs:
         raise InputError("the text files hold no text (every file is empty)")
     return docs
+
+
+def shuffle_documents(docs, seed):
+    """The documents in a permutation drawn from seed (Python's Mersenne Twister
+    from an integer seed: the same on every platform)."""
+    order = list(range(len(docs)))
+    random.Random(seed).shuffle(order)
+    return [docs[i] for i in order]
 
 
 def train_tokenizer(docs, vocab_size, specials):
@@ -205,6 +227,8 @@ def main(argv=None):
     try:
         check_args(args)
         docs = read_documents(args.texts, args.documents)
+        if args.shuffle:
+            docs = shuffle_documents(docs, args.seed)
         from tokenizers import Tokenizer
         if args.tokenizer:
             tok = Tokenizer.from_file(args.tokenizer)
@@ -246,7 +270,8 @@ def main(argv=None):
             "tokenizer": "tokenizer.json"}
     write_atomically(os.path.join(args.out, "data.json"),
                      lambda f: f.write((json.dumps(meta, indent=2) + "\n").encode("utf-8")))
-    print(f"prepare_text_data: {len(docs)} documents, {len(tokens)} tokens "
+    order = f"shuffled (seed {args.seed})" if args.shuffle else "in input order"
+    print(f"prepare_text_data: {len(docs)} documents {order}, {len(tokens)} tokens "
           f"({len(train)} train, {len(val)} val), vocab {vocab}, {len(shards)} shards of "
           f"{8 * token_bytes}-bit tokens in {args.out}")
     return 0

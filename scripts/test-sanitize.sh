@@ -2,7 +2,8 @@
 # Builds the whole suite with AddressSanitizer and UndefinedBehaviorSanitizer
 # (the debug-sanitize preset: gcc, Debug, -Werror, the CUDA backend built for
 # the emulated CUDA device) into ./build-sanitize and runs every test but the
-# fuzz targets (they carry their own sanitizers, and run in scripts/test.sh):
+# fuzz targets (they carry their own sanitizers, and run in scripts/test.sh)
+# and the bench scripts' cases (label bench: Python over the same binaries):
 # the CPU suite, and the CUDA tests, the emulator's own tests and the 4-rank
 # emulated CUDA jobs. Any sanitizer report fails the test that made it.
 # Slower than scripts/test.sh: a Debug build, and instrumented code runs
@@ -17,4 +18,4 @@ pyref=()
 cmake --preset debug-sanitize "${pyref[@]}" ${SDP_CMAKE_ARGS:-}
 cmake --build --preset debug-sanitize --parallel "$(nproc)"
 # Instrumented MPI jobs are slow: a longer per-test limit than the release run.
-ctest --preset debug-sanitize --parallel "$(nproc)" --timeout 1500 -LE fuzz "$@"
+ctest --preset debug-sanitize --parallel "$(nproc)" --timeout 1500 -LE "fuzz|bench" "$@"

@@ -34,29 +34,33 @@ inline std::set<std::string> list_dir(const std::filesystem::path& dir) {
   return names;
 }
 
-// Six steps of run `c` straight, and three steps, a checkpoint into `dir`
-// and three more in a fresh trainer, must give the same losses and then the
-// same evaluation, bit for bit.
-inline void require_bit_identical_resume(const TrainConfig& c, const std::filesystem::path& dir) {
+// `before` + `after` steps of run `c` straight, and `before` steps, a
+// checkpoint into `dir` and `after` more in a fresh trainer, must give the
+// same losses and then the same evaluation, bit for bit. Returns the
+// straight run's losses.
+inline std::vector<double> require_bit_identical_resume(const TrainConfig& c,
+                                                        const std::filesystem::path& dir,
+                                                        int before = 3, int after = 3) {
   std::vector<double> straight;
   double straight_eval = 0;
   {
     Trainer t(c);
-    for (int i = 0; i < 6; ++i) straight.push_back(t.train_step().loss);
+    for (int i = 0; i < before + after; ++i) straight.push_back(t.train_step().loss);
     straight_eval = t.evaluate();
   }
   std::vector<double> resumed;
   {
     Trainer t(c);
-    for (int i = 0; i < 3; ++i) resumed.push_back(t.train_step().loss);
+    for (int i = 0; i < before; ++i) resumed.push_back(t.train_step().loss);
     save_and_mark_latest(t, dir);
   }
   Trainer t(c);
   t.load_checkpoint(resolve_checkpoint(dir));
-  REQUIRE(t.step() == 3);
-  for (int i = 0; i < 3; ++i) resumed.push_back(t.train_step().loss);
+  REQUIRE(t.step() == before);
+  for (int i = 0; i < after; ++i) resumed.push_back(t.train_step().loss);
   REQUIRE(resumed == straight);
   REQUIRE(t.evaluate() == straight_eval);
+  return straight;
 }
 
 }  // namespace sdp::testing

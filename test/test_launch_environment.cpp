@@ -25,6 +25,7 @@ class LauncherEnvironment {
     std::vector<std::string> names = {"OMPI_COMM_WORLD_SIZE", "PMI_SIZE", "PMI_RANK",
                                       "PMIX_RANK", "SLURM_PROCID", "SLURM_STEP_ID"};
     for (const char* const* n = local_rank_variables(); *n != nullptr; ++n) names.push_back(*n);
+    for (const char* const* n = local_size_variables(); *n != nullptr; ++n) names.push_back(*n);
     for (const std::string& name : names) {
       const char* value = std::getenv(name.c_str());
       saved_.emplace_back(name, value ? std::optional<std::string>(value) : std::nullopt);
@@ -112,6 +113,65 @@ TEST_CASE("local_rank_from_environment: a value that is no rank names the variab
   CHECK_THROWS_WITH(local_rank_from_environment(),
                     Catch::Contains("environment variable SLURM_LOCALID = '" + std::string(value) +
                                     "' is not a node-local rank (valid: an integer >= 0)"));
+}
+
+TEST_CASE("node_ranks_from_environment: none set, then each launcher's variable",
+          "[comm][launch]") {
+  LauncherEnvironment env;
+  CHECK_FALSE(node_ranks_from_environment().has_value());
+  const NodeRanks lone = node_ranks();  // MPI is not initialized here
+  CHECK(lone.on_node == 1);
+  CHECK(lone.sharing_cpus == 1);
+  CHECK(lone.source == "default");
+
+  const char* variable = GENERATE("OMPI_COMM_WORLD_LOCAL_SIZE", "MPI_LOCALNRANKS",
+                                  "MV2_COMM_WORLD_LOCAL_SIZE", "SLURM_STEP_TASKS_PER_NODE");
+  env.set(variable, "4");
+  const NodeRanks found = node_ranks();
+  CHECK(found.on_node == 4);
+  CHECK(found.sharing_cpus == 4);  // without MPI, every rank of the node counts as sharing
+  CHECK(found.source == variable);
+}
+
+TEST_CASE("node_ranks_from_environment: srun's count only when every node has the same",
+          "[comm][launch]") {
+  LauncherEnvironment env;
+  env.set("SLURM_STEP_TASKS_PER_NODE", "8(x2)");
+  auto found = node_ranks_from_environment();
+  REQUIRE(found.has_value());
+  CHECK(found->on_node == 8);
+  // Nodes with different counts: this node's is not known from this alone.
+  env.set("SLURM_STEP_TASKS_PER_NODE", "8(x2),3");
+  CHECK_FALSE(node_ranks_from_environment().has_value());
+  // Open MPI's variable comes first (mpirun inside an allocation).
+  env.set("OMPI_COMM_WORLD_LOCAL_SIZE", "2");
+  found = node_ranks_from_environment();
+  REQUIRE(found.has_value());
+  CHECK(found->on_node == 2);
+  CHECK(found->source == "OMPI_COMM_WORLD_LOCAL_SIZE");
+}
+
+TEST_CASE("node_ranks_from_environment: a value that is no count names the variable",
+          "[comm][launch]") {
+  const char* value = GENERATE("", "abc", "0", "-1", "2x", "99999999999");
+  LauncherEnvironment env;
+  env.set("OMPI_COMM_WORLD_LOCAL_SIZE", value);
+  INFO("value '" << value << "'");
+  CHECK_THROWS_WITH(node_ranks_from_environment(),
+                    Catch::Contains("environment variable OMPI_COMM_WORLD_LOCAL_SIZE = '" +
+                                    std::string(value) +
+                                    "' is not a count of ranks on a node (valid: an integer >= 1)"));
+}
+
+TEST_CASE("node_ranks_from_environment: an srun count of another form names the variable",
+          "[comm][launch]") {
+  const char* slurm = GENERATE("4(x)", "4(y2)", "4(x2", "x4");
+  LauncherEnvironment env;
+  env.set("SLURM_STEP_TASKS_PER_NODE", slurm);
+  INFO("SLURM_STEP_TASKS_PER_NODE '" << slurm << "'");
+  CHECK_THROWS_WITH(node_ranks_from_environment(),
+                    Catch::Contains("SLURM_STEP_TASKS_PER_NODE = '" + std::string(slurm) +
+                                    "' is not a count of ranks on a node (valid: N or N(xK)"));
 }
 
 TEST_CASE("gpu_for_local_rank: node-local rank modulo the GPUs", "[comm][launch]") {

@@ -50,6 +50,9 @@ TEST_CASE("metrics: a resumed run keeps the records through its step, drops late
   const MetricsTrim trim = keep_records_through_step(file, 4, /*recent_losses=*/3);
   CHECK(trim.kept == 4);
   CHECK(trim.recent_losses == std::vector<double>{1.0 / 2, 1.0 / 3, 1.0 / 4});
+  // The same steps' whole records (a classifier's accuracies continue from them).
+  REQUIRE(trim.recent_records.size() == 3);
+  for (int i = 0; i < 3; ++i) CHECK(trim.recent_records[static_cast<size_t>(i)]["step"] == i + 2);
   CHECK(trim.dropped == 3);
   CHECK(trim.dropped_cut_line);
   REQUIRE(trim.last_step == 4);

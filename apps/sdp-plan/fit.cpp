@@ -205,10 +205,15 @@ FitResult fit(const PlannerJob& job) {
         a.pareto = false;
         break;
       }
+    // One owner per component is no data parallelism for it at all, and a
+    // tiny C trains tiny subnetworks: what fits fastest is rarely what a
+    // researcher wants first.
+    a.preferred = a.steps.owners >= job.fit_prefer_owners &&
+                  active(a) >= job.fit_prefer_active_fraction - 1e-12;
   }
   std::stable_sort(result.fitting.begin(), result.fitting.end(),
                    [](const FitRow& a, const FitRow& b) {
-                     if (a.pareto != b.pareto) return a.pareto;
+                     if (a.preferred != b.preferred) return a.preferred;
                      if (a.steps.step_time.seconds != b.steps.step_time.seconds)
                        return a.steps.step_time.seconds < b.steps.step_time.seconds;
                      return active(a) > active(b);
@@ -230,10 +235,16 @@ nlohmann::json fit_config(const PlannerJob& job, const FitRow& row) {
   c.steps = defaults.steps;
   c.eval_every = defaults.eval_every;
   c.progress = defaults.progress;
+  // The world it was chosen for: sdp-train refuses it on another (C and the
+  // per-rank batch were chosen for this one).
+  c.world = job.world;
   nlohmann::json out = c.to_json();
   // Every field but the job's own: the caller names its world with mpirun -n.
   out.erase("emulate_world");
   out.erase("emulate_rank");
+  // Not chosen by the planner: left out, so that sdp-train derives it from
+  // lr (0.1 x lr) and an --lr given on top of this file moves it too.
+  out.erase("min_lr");
   return out;
 }
 
@@ -256,6 +267,8 @@ std::string render_fit(const PlannerJob& job, const FitResult& r) {
                       {"spectral_gap", f.steps.spectral_gap},
                       {"step_time", f.steps.step_time.to_json()},
                       {"pareto", f.pareto},
+                      {"owners", f.steps.owners},
+                      {"preferred", f.preferred},
                       {"config", fit_config(job, f)}});
     for (const FitRow& f : r.refused)
       refused.push_back({{"composition", f.steps.request.text},
@@ -266,6 +279,8 @@ std::string render_fit(const PlannerJob& job, const FitResult& r) {
                           {"world", N},
                           {"budget_bytes", r.budget_bytes},
                           {"examples_per_rank", r.examples_per_rank},
+                          {"prefer_owners", job.fit_prefer_owners},
+                          {"prefer_active_fraction", job.fit_prefer_active_fraction},
                           {"seq", job.base.seq},
                           {"step_time_model", job.time_model.to_json()},
                           {"fitting", rows},
@@ -278,7 +293,7 @@ std::string render_fit(const PlannerJob& job, const FitResult& r) {
   if (job.format == OutputFormat::csv) {
     std::string out =
         "rank,composition,label,active_fraction,micro_batch,grad_accum,pipeline_stages,"
-        "peak_bytes,sent_bytes_mean,step_seconds,pareto\n";
+        "peak_bytes,sent_bytes_mean,step_seconds,pareto,owners,preferred\n";
     for (size_t i = 0; i < r.fitting.size(); ++i) {
       const FitRow& f = r.fitting[i];
       out += format(i + 1, ",", f.steps.request.text, ",", f.steps.label, ",", active(f), ",",
@@ -286,7 +301,8 @@ std::string render_fit(const PlannerJob& job, const FitResult& r) {
                     static_cast<int64_t>(f.peak), ",",
                     static_cast<int64_t>(f.steps.sent().mean), ",",
                     nlohmann::json(f.steps.step_time.seconds).dump(), ",",
-                    f.pareto ? "true" : "false", "\n");
+                    f.pareto ? "true" : "false", ",", f.steps.owners, ",",
+                    f.preferred ? "true" : "false", "\n");
     }
     return out;
   }
@@ -299,20 +315,33 @@ std::string render_fit(const PlannerJob& job, const FitResult& r) {
                 language_model ? format(", ", job.base.seq, " tokens each") : std::string(),
                 "). Every peak is a meta step's (the bytes the allocator will hold); step time "
                 "from the model (engine/plan/step_time.h). ",
-                r.fitting.size(), " configurations fit, ranked: the Pareto front over (peak, "
-                "step time, C) first (*), each part by step time. `--write-config FILE "
-                "[--choose K]` writes row K as an sdp-train --config file.\n\n");
-  out += format("| # | composition | C | micro-batch x accum | stages | peak ", u.name,
+                r.fitting.size(), " configurations fit, ranked: first those where every "
+                "component is averaged over at least ", job.fit_prefer_owners, " ranks and C >= ",
+                fixed(job.fit_prefer_active_fraction, 2), " (--prefer-owners, "
+                "--prefer-active-fraction), each part by step time; the Pareto front over "
+                "(peak, step time, C) is marked *. `--write-config FILE [--choose K]` writes row "
+                "K as an sdp-train --config file.\n\n");
+  out += format("| # | composition | C | owners | micro-batch x accum | stages | peak ", u.name,
                 " | of budget | sent MB/step | step s | Pareto |\n"
-                "|---:|---|---:|---|---:|---:|---:|---:|---:|---|\n");
+                "|---:|---|---:|---:|---|---:|---:|---:|---:|---:|---|\n");
   for (size_t i = 0; i < r.fitting.size(); ++i) {
     const FitRow& f = r.fitting[i];
     out += format("| ", i + 1, " | ", f.steps.label, " | ", fixed(active(f), 4), " | ",
-                  f.micro_batch, " x ", f.grad_accum, " | ", f.stages, " | ", in_unit(f.peak, u),
+                  f.steps.owners, " | ", f.micro_batch, " x ", f.grad_accum, " | ", f.stages, " | ", in_unit(f.peak, u),
                   " | ", fixed(100 * f.peak / r.budget_bytes, 1), "% | ",
                   fixed(f.steps.sent().mean / 1e6, 1), " | ",
                   significant(f.steps.step_time.seconds), " | ", f.pareto ? "*" : "", " |\n");
   }
+  const auto preferred = static_cast<size_t>(
+      std::count_if(r.fitting.begin(), r.fitting.end(), [](const FitRow& f) { return f.preferred; }));
+  if (preferred < r.fitting.size())
+    out += preferred == 0
+               ? format("\nNo configuration that fits has every component averaged over ",
+                        job.fit_prefer_owners, " ranks with C >= ",
+                        fixed(job.fit_prefer_active_fraction, 2), ".\n")
+               : format("\nRows ", preferred + 1, " on have a component with fewer than ",
+                        job.fit_prefer_owners, " owners or C < ",
+                        fixed(job.fit_prefer_active_fraction, 2), ".\n");
   if (!r.refused.empty()) {
     out += "\nNo point fits (the smallest peak measured, at the smallest C and micro-batch "
            "tried):\n\n| composition | micro-batch | peak " + std::string(u.name) +

@@ -2,15 +2,18 @@
 // sdp-plan --fit BUDGET: the configurations of a job that fit a per-rank
 // memory budget, measured (every figure is a meta step's, as in the rest of
 // the planner), with their estimated step time (engine/plan/step_time.h),
-// ranked, and the Pareto front over (peak memory, step time, C).
+// ranked as a researcher would pick (fits, then the configurations where
+// every component is averaged over at least --prefer-owners ranks and C is
+// at least --prefer-active-fraction, by step time; then the rest), the
+// Pareto front over (peak memory, step time, C) marked beside.
 //
 // The search, per rank E = batch x grad-accum examples a step:
 //   strategy  ddp, b-sdp, n-sdp, bb-sdp, nb-sdp
 //   shard     none, zero1, zero2, full
 //   recompute none, every block
 //   stages    1, and every P in 2, 4, 8, ... dividing N, at most the model's
-//             blocks, with M = E / m >= P micro-batches (ddp, b-sdp, n-sdp
-//             unsharded: a pipeline refuses the rest)
+//             blocks, with M = E / m >= P micro-batches (a shard level only
+//             where a stage has more than one replica)
 //   micro-batch m: E, E / 2, E / 4, ... (grad-accum E / m)
 //   C         r / N, r = 1 .. N - 1 (SDP), or 1 (DDP)
 // pruned by monotonicity: a smaller micro-batch never holds more, so each
@@ -37,12 +40,13 @@ struct FitRow {
   double peak = 0;         // max over ranks (when it did not fit: the rank over budget's)
   bool fits = false;
   bool pareto = false;
+  bool preferred = false;  // owners and C at least the job's preference
 };
 
 struct FitResult {
   double budget_bytes = 0;
   int examples_per_rank = 0;  // E
-  std::vector<FitRow> fitting;  // ranked: Pareto front first, each part by step time
+  std::vector<FitRow> fitting;  // ranked: preferred first, each part by step time
   // Combinations with no fitting point: the smallest-peak point tried.
   std::vector<FitRow> refused;
   int measurements = 0;    // points measured

@@ -80,6 +80,7 @@ int main(int argc, char** argv) {
   }
   try {
     PlanReport report;
+    options.base.model = sdp::app::with_model_field_flags(options.base.model, options.model_fields);
     report.job = resolve_job(options);
     if (report.job.fit_budget_bytes > 0) return run_fit(report.job);
     const auto start = std::chrono::steady_clock::now();

@@ -7,6 +7,7 @@
 #include "apps/training_options.h"
 
 #include "engine/checkpoint/byte_size.h"
+#include "engine/checkpoint/output_path.h"
 #include "engine/core/device_target.h"
 #include "engine/core/error.h"
 #include "engine/parallel/composition.h"
@@ -78,6 +79,7 @@ StrategyRequest parse_strategy_item(const std::string& item) {
 void add_options(CLI::App& app, PlanOptions& o) {
   TrainConfig& c = o.base;
   app::add_training_option(app, c, "model")->required();
+  app::add_model_field_flags(app, o.model_fields);
   app.add_option("--world", o.world, "Number of ranks N of the job to plan")
       ->check(app::integer_in(int64_t{1}, kMaxWorld))
       ->required();
@@ -149,6 +151,16 @@ void add_options(CLI::App& app, PlanOptions& o) {
       ->check(app::integer_in(int64_t{1}, int64_t{1} << 40));
   app.add_option("--min-active-fraction", o.min_active_fraction,
                  "--fit: the smallest C an SDP configuration may have")
+      ->check(CLI::Range(0.0, 1.0))
+      ->capture_default_str();
+  app.add_option("--prefer-owners", o.prefer_owners,
+                 "--fit: rank first the configurations where every component is averaged over "
+                 "at least this many ranks (1 owner: no averaging at all)")
+      ->check(app::integer_in(1, 1 << 20))
+      ->capture_default_str();
+  app.add_option("--prefer-active-fraction", o.prefer_active_fraction,
+                 "--fit: rank first the configurations with at least this C (and "
+                 "--prefer-owners); the rest follow")
       ->check(CLI::Range(0.0, 1.0))
       ->capture_default_str();
   app.add_option("--device", o.device,
@@ -266,6 +278,8 @@ PlannerJob resolve_job(const PlanOptions& o) {
            config_limits::kBatch, ")");
     job.fit_examples_per_rank = static_cast<int>(examples);
     job.fit_min_active_fraction = o.min_active_fraction;
+    job.fit_prefer_owners = o.prefer_owners;
+    job.fit_prefer_active_fraction = o.prefer_active_fraction;
     job.fit_device = o.device;
     job.write_config = o.write_config;
     job.choose = static_cast<int>(o.choose);
@@ -326,7 +340,7 @@ PlannerJob resolve_job(const PlanOptions& o) {
   b.emulate_rank = 0;
   b.validate();  // the shared fields, with their own names
   if (language_model) {
-    const llama::LlamaConfig model = llama::LlamaConfig::named(o.base.model);
+    const llama::LlamaConfig model = llama_config(o.base.model);
     if (b.seq > model.max_seq)
       fail("config: seq = ", b.seq, " exceeds model ", model.name, "'s max_seq ", model.max_seq);
   }
@@ -388,6 +402,14 @@ PlannerJob resolve_job(const PlanOptions& o) {
            job.fit_budget_bytes > 0 ? " and --fit searches many" : "",
            " (valid: exactly one of b-sdp, n-sdp, bb-sdp, nb-sdp, e.g. --strategies b-sdp:0.5)");
   }
+  // Every file written at the end can be written: checked before the
+  // meta steps, not after them. The report is a plain write into an
+  // existing directory; the JSON files are written atomically, their
+  // directories made on the way.
+  checkpoint::check_output_paths(
+      {{"--output", "report file", job.output, false, false},
+       {"--write-config", "config file", job.write_config},
+       {"--write-plan", "plan file", job.write_plan}});
   return job;
 }
 

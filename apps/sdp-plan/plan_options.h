@@ -8,6 +8,7 @@
 
 #include <CLI/CLI.hpp>
 
+#include "apps/training_options.h"
 #include "engine/parallel/rank_mesh.h"
 #include "engine/plan/step_time.h"
 #include "engine/train/train_config.h"
@@ -18,7 +19,7 @@ namespace sdp::planner {
 
 inline constexpr const char* kDefaultStrategies = "ddp,b-sdp:0.5,n-sdp:0.5,bb-sdp:0.5,nb-sdp:0.5";
 // C of an SDP item written without one (the default list's value).
-inline constexpr double kDefaultActiveFraction = 0.5;
+inline constexpr double kDefaultActiveFraction = ParallelSettings::kDefaultSubnetFraction;
 
 enum class OutputFormat { markdown, csv, json };
 
@@ -47,6 +48,7 @@ struct PlanOptions {
   // model, batch, seq, grad_accum (a pipeline's M), dtype; parallel: plan,
   // plan_seed, groups, pipeline_stages, schedule, stage_blocks
   TrainConfig base;
+  app::ModelFieldFlags model_fields;  // --vocab-size, --layers: fields of the --model spec
   int64_t world = 0;
   std::string strategies = kDefaultStrategies;
   bool strategies_given = false;  // --strategies on the command line
@@ -66,6 +68,10 @@ struct PlanOptions {
   std::string fit;                 // the per-rank budget, e.g. "24GiB"; empty: no search
   int64_t tokens_per_rank = 0;     // LLaMA: examples per rank = this / seq
   double min_active_fraction = 0;  // smallest C the search may choose
+  // Ranking --fit's list: configurations where every component has at least
+  // this many owners and C is at least this come first.
+  int prefer_owners = 2;
+  double prefer_active_fraction = 0.25;
   std::string device = "cuda";     // planned for: cuda or cpu (meta or meta-cpu steps)
   std::string write_config;        // FILE: the chosen row as an sdp-train --config
   int64_t choose = 1;              // the row written (1 = the first)
@@ -100,6 +106,8 @@ struct PlannerJob {
   double fit_budget_bytes = 0;
   int fit_examples_per_rank = 0;  // E = batch x grad-accum per rank per step
   double fit_min_active_fraction = 0;
+  int fit_prefer_owners = 2;              // see PlanOptions
+  double fit_prefer_active_fraction = 0.25;
   std::string fit_device = "cuda";
   std::string write_config;
   int choose = 1;

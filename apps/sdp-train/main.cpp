@@ -18,6 +18,7 @@
 #include "engine/checkpoint/atomic_file.h"
 #include "engine/core/error.h"
 #include "models/llama/llama_config.h"
+#include "models/common/model_spec.h"
 #include "models/registry.h"
 
 namespace {
@@ -40,6 +41,7 @@ int list_models() {
   for (const auto& name : sdp::model_names())
     if (sdp::model_family(name) == sdp::ModelFamily::swin)
       std::printf("%-16s %s\n", name.c_str(), sdp::model_summary(name).c_str());
+  std::printf("\nCustom models (--model): %s\n", sdp::model_spec_forms());
   return 0;
 }
 
@@ -84,7 +86,7 @@ sdp::TrainConfig resolve_config_or_fail(const CLI::App& app,
                                         const sdp::app::CliOptions& options) {
   try {
     sdp::TrainConfig config = sdp::app::resolve_config(app, options);
-    sdp::model_family(config.model);
+    sdp::model_summary(config.model);  // the whole spec: its keys, values, config.json
     return config;
   } catch (const sdp::PermanentError&) {
     throw;

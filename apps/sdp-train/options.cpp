@@ -4,6 +4,7 @@
 #include <fstream>
 #include <limits>
 #include <map>
+#include <set>
 
 #include "apps/integer_option.h"
 #include "apps/training_options.h"
@@ -20,6 +21,17 @@ std::string field_of(const std::string& flag) {
     if (c == '-') c = '_';
   return f;
 }
+
+// A boolean flag's text: exactly true or false (CLI11 alone also takes yes,
+// on, 1, ... and refuses the rest without saying what is valid).
+CLI::Validator true_or_false() {
+  return CLI::Validator(
+      [](std::string& text) -> std::string {
+        if (text == "true" || text == "false") return "";
+        return "'" + text + "' is invalid (valid: true or false)";
+      },
+      "true|false");
+}
 }  // namespace
 
 void add_options(CLI::App& app, CliOptions& o) {
@@ -34,6 +46,14 @@ void add_options(CLI::App& app, CliOptions& o) {
 
   auto* model = app.add_option_group("Model and data");
   add_training_options(*model, c, {"model", "data"});
+  add_model_field_flags(*model, o.model_fields);
+  model->add_option("--shuffle", c.shuffle,
+                    "Training order (true/false; default true): each epoch a permutation of the "
+                    "sequences of text:/llmc: data (windows of seq+1 tokens) or of the images, "
+                    "drawn from --seed and the epoch, the same for any number of ranks and "
+                    "across resumes; false = file order. The synthetic language (independent "
+                    "draws) has no order to shuffle; evaluation reads in file order")
+      ->check(true_or_false());
   auto* batch = app.add_option_group("Batch and schedule");
   add_training_option(*batch, c, "batch");
   model->add_option("--drop-path", c.drop_path,
@@ -43,7 +63,10 @@ void add_options(CLI::App& app, CliOptions& o) {
   batch->add_option("--steps", c.steps, "Optimizer steps")
       ->check(integer_in(int64_t{0}, L::kSteps));
   batch->add_option("--lr", c.lr, "Peak learning rate (0, 10]");
-  batch->add_option("--min-lr", c.min_lr, "Learning rate at the end of the cosine decay [0, lr]");
+  batch->add_option("--min-lr", c.min_lr,
+                    "Learning rate at the end of the cosine decay [0, lr]; default 0.1 x lr "
+                    "(unless --config sets it)")
+      ->default_str("0.1 x lr");
   batch->add_option("--warmup", c.warmup, "Linear warmup steps")
       ->check(integer_in(int64_t{0}, L::kSteps));
   batch->add_option("--skip-nonfinite", c.skip_nonfinite,
@@ -72,14 +95,18 @@ void add_options(CLI::App& app, CliOptions& o) {
   run->add_option("--device", c.device, "cpu, cuda, or a dry run: meta (the bytes of a CUDA run) or meta-cpu (of a CPU run)");
   add_training_option(*run, c, "dtype");
   run->add_option("--threads", c.threads,
-                  "OpenMP threads; 0 = OMP_NUM_THREADS or all cores (at most the logical CPUs "
-                  "this process may use)")
+                  "OpenMP threads per rank; 0 = OMP_NUM_THREADS if set, else this rank's share "
+                  "of its cores: the CPUs of its affinity mask divided by the ranks of its "
+                  "node that run on them, at least 1 (the choice is printed at the start; at "
+                  "most the logical CPUs this process may use)")
       ->check(integer_in(0, max_threads()));
   auto* par = app.add_option_group("Parallelism (launch with mpirun -np N)");
   ParallelSettings& p = c.parallel;
   par->add_option("--strategy", p.strategy, strategy_help());
   par->add_option("--active-fraction", p.active_fraction,
-                  "C in (0, 1]: share of components each rank owns (ddp, fsdp: 1)");
+                  "C in (0, 1]: share of components each rank owns; default 0.5 for the SDP "
+                  "strategies (unless --config sets it), 1 for ddp and fsdp (their only value)")
+      ->default_str("0.5 SDP, 1 ddp/fsdp");
   add_training_options(*par, c, {"plan", "plan_seed", "ffn_groups", "head_groups", "channel_groups"});
   par->add_option("--shard", p.shard,
                   "Training state partitioned over the ranks sharing each storage group: none, "
@@ -101,6 +128,11 @@ void add_options(CLI::App& app, CliOptions& o) {
   par->add_option("--comm-timeout", c.comm_timeout,
                   "Seconds a collective may take before the job ends (0 = wait forever; at "
                   "most a year, 31536000)");
+  par->add_option("--world", c.world,
+                  "Ranks this config is for: a job on another number (mpirun -np, or "
+                  "--emulate-world) is refused at start-up; 0 = any. sdp-plan --write-config "
+                  "records its --world; --world 0 runs such a config on any world")
+      ->check(integer_in(int64_t{0}, L::kWorld));
   par->add_option("--emulate-world", c.emulate_world,
                   "Run one rank of an N-rank job in this process (collectives counted, not "
                   "run); 0 = off")
@@ -123,7 +155,14 @@ void add_options(CLI::App& app, CliOptions& o) {
                  "stage running the micro-batches in turn without a pipeline) and "
                  "the last step's measured timeline beside the simulated one (timeline.svg, "
                  "timeline.json, costs.json for sdp-pipeline --costs)");
-  io->add_option("--progress", c.progress, "Live progress line when stdout is a terminal (true/false)");
+  io->add_option("--progress", c.progress,
+                 "Live progress line when stdout is a terminal and the process is not a rank "
+                 "under mpirun or srun (true/false)");
+  io->add_option("--log-every", c.log_every,
+                 "Where no live line is drawn (a file, a pipe, Slurm, mpirun, --progress "
+                 "false): a plain line, flushed, at the first step, every N-th and the last: "
+                 "step, loss, lr, tokens/s or images/s, peak memory, ETA; 0 = none")
+      ->check(integer_in(int64_t{0}, L::kSteps));
 }
 
 namespace {
@@ -182,20 +221,31 @@ TrainConfig resolve_config(const CLI::App& app, const CliOptions& o) {
   const std::map<std::string, std::string> flags = given_fields(app);
   try {
     nlohmann::json merged = TrainConfig().to_json();
+    nlohmann::json file_fields = nlohmann::json::object();
     if (!o.config_file.empty()) {
       // from_json rejects unknown fields, wrong types and out-of-range
       // integers with the field's name.
       const nlohmann::json file = read_config_file(o.config_file);
+      if (file.is_object()) file_fields = file;
       try {
         merged = TrainConfig::from_json(file).to_json();
       } catch (const ConfigFieldError& e) {
         rethrow_with_source(e, {}, o.config_file);
       }
     }
+    // The fields set explicitly, by the file or a flag: the others may take
+    // defaults derived from them (min_lr from lr, C from the strategy).
+    std::set<std::string> set_fields;
+    for (auto it = file_fields.begin(); it != file_fields.end(); ++it) set_fields.insert(it.key());
     const nlohmann::json given = o.flags.to_json();
     for (const auto& [field, flag] : flags)
-      if (given.contains(field)) merged[field] = given[field];
+      if (given.contains(field)) {
+        merged[field] = given[field];
+        set_fields.insert(field);
+      }
     TrainConfig c = TrainConfig::from_json(merged);
+    c.model = with_model_field_flags(c.model, o.model_fields);
+    c.derive_defaults(set_fields);
     if (o.dry_run) {
       c.device = "meta";
       if (c.steps > 1) c.steps = 1;

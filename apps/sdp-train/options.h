@@ -4,6 +4,7 @@
 // override.
 #include <CLI/CLI.hpp>
 
+#include "apps/training_options.h"
 #include "engine/train/train_config.h"
 
 namespace sdp::app {
@@ -14,6 +15,7 @@ struct CliOptions {
   bool list_models = false;      // --list-models
   bool print_config = false;     // --print-config
   bool dry_run = false;          // --dry-run: one step on the meta device
+  ModelFieldFlags model_fields;  // --vocab-size, --layers: fields of the --model spec
 };
 
 // Declares every flag on `app`, bound to `opts`.

@@ -3,6 +3,7 @@
 #include <cmath>
 #include <cstdio>
 #include <limits>
+#include <string>
 
 #include "engine/metrics/memory_report.h"
 
@@ -41,15 +42,19 @@ nlohmann::json RankFigures::to_json() const {
     j["pipeline_bytes"] = summarize(pipeline_bytes);
     j["activation_peak_bytes"] = summarize(activation_peak_bytes);
   }
+  for (size_t i = 0; i < top_k.size(); ++i)
+    j["train_top" + std::to_string(top_k[i])] = summarize(train_accuracy[i]);
   return j;
 }
 
 RankFigures gather_rank_figures(comm::Communicator& world, const StepResult& step) {
   static CpuAllocator host;
   const int n = world.size();
-  constexpr int kFigures = 7;
-  OwnedTensor mine(host, {kFigures}, DType::f64, MemCategory::comm);      // [7]
-  OwnedTensor all(host, {kFigures * n}, DType::f64, MemCategory::comm);   // [world, 7]
+  // 7 figures, then the rank's training accuracies (classifiers).
+  const int accuracies = static_cast<int>(step.rank_accuracy.k.size());
+  const int kFigures = 7 + accuracies;
+  OwnedTensor mine(host, {kFigures}, DType::f64, MemCategory::comm);      // [7 + K]
+  OwnedTensor all(host, {kFigures * n}, DType::f64, MemCategory::comm);   // [world, 7 + K]
   const std::optional<StageStats>& stage = step.pipeline;
   const bool pipelined = stage.has_value();
   double* m = mine->data<double>();
@@ -62,11 +67,16 @@ RankFigures gather_rank_figures(comm::Communicator& world, const StepResult& ste
                      static_cast<double>(stage->gradient_bytes_sent)
                : 0.0;
   m[6] = stage ? static_cast<double>(step.memory.peak[MemCategory::activation]) : 0.0;
+  for (int i = 0; i < accuracies; ++i) m[7 + i] = step.rank_accuracy.value[static_cast<size_t>(i)];
   double* a = all->data<double>();
   std::fill(a, a + kFigures * n, std::numeric_limits<double>::quiet_NaN());
   world.all_gather(*mine, *all);
   RankFigures f;
+  f.top_k = step.rank_accuracy.k;
+  f.train_accuracy.resize(static_cast<size_t>(accuracies));
   for (int r = 0; r < n; ++r) {
+    for (int i = 0; i < accuracies; ++i)
+      f.train_accuracy[static_cast<size_t>(i)].push_back(a[kFigures * r + 7 + i]);
     f.peak_bytes.push_back(a[kFigures * r]);
     f.sent_bytes.push_back(a[kFigures * r + 1]);
     f.flops.push_back(a[kFigures * r + 2]);
@@ -83,6 +93,7 @@ void print_rank_figures(const RankFigures& f) {
   const bool pipelined = !f.stage.empty();
   std::printf("%-6s %14s %16s %16s", "rank", "peak memory", "sent per step", "GFLOP per step");
   if (pipelined) std::printf(" %6s %8s %16s %16s", "stage", "bubble", "to neighbours", "activation peak");
+  for (int k : f.top_k) std::printf(" %12s", ("train top-" + std::to_string(k)).c_str());
   std::printf("\n");
   for (size_t r = 0; r < f.peak_bytes.size(); ++r) {
     if (std::isnan(f.peak_bytes[r])) continue;  // emulated: other ranks unknown
@@ -92,6 +103,12 @@ void print_rank_figures(const RankFigures& f) {
       std::printf(" %6.0f %7.1f%% %16s %16s", f.stage[r], 100.0 * f.bubble[r],
                   human_bytes(f.pipeline_bytes[r]).c_str(),
                   human_bytes(f.activation_peak_bytes[r]).c_str());
+    for (const std::vector<double>& accuracy : f.train_accuracy) {
+      if (std::isnan(accuracy[r]))
+        std::printf(" %12s", "-");  // nothing computed (meta, a stage without the loss)
+      else
+        std::printf(" %11.1f%%", 100.0 * accuracy[r]);
+    }
     std::printf("\n");
   }
 }

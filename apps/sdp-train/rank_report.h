@@ -20,14 +20,20 @@ struct RankFigures {
   // neighbouring stages (activations forward, input gradients backward),
   // and its own peak of activation memory (what 2BP's deferred W raises).
   std::vector<double> stage, bubble, pipeline_bytes, activation_peak_bytes;
+  // Classifiers: each rank's own training top-k accuracy in the step (its
+  // subnetwork's; NaN on a pipeline stage without the loss), [k][world] for
+  // each k of top_k; empty for token models.
+  std::vector<int> top_k;
+  std::vector<std::vector<double>> train_accuracy;
   // {"peak_bytes": {"min", "mean", "max", "by_rank"}, "sent_bytes": {...}, "flops": {...}};
   // pipelines add "stage", "bubble", "pipeline_bytes" and
-  // "activation_peak_bytes" alike.
+  // "activation_peak_bytes" alike; classifiers "train_top1", ... (each
+  // rank's own training accuracy).
   // an emulated rank knows only its own figures (others are null).
   nlohmann::json to_json() const;
 };
 
-// Collective: one all_gather of three numbers per rank (after the step's
+// Collective: one all_gather of a few numbers per rank (after the step's
 // counters were read, so it is not part of the step's traffic).
 RankFigures gather_rank_figures(comm::Communicator& world, const StepResult& step);
 void print_rank_figures(const RankFigures& figures);

@@ -9,15 +9,20 @@
 #include <string>
 #include <vector>
 
+#include "apps/sdp-train/accuracy_report.h"
 #include "apps/sdp-train/fault_hook.h"
 #include "apps/sdp-train/pipeline_report.h"
 #include "apps/sdp-train/rank_report.h"
+#include "apps/sdp-train/step_report.h"
+#include "apps/sdp-train/thread_setup.h"
 #include "comm/communicator.h"
+#include "engine/checkpoint/output_path.h"
 #include "engine/checkpoint/save_dir_lock.h"
 #include "engine/core/error.h"
 #include "engine/core/tensor.h"
 #include "engine/metrics/memory_report.h"
 #include "engine/metrics/metrics_log.h"
+#include "engine/parallel/world_fit.h"
 #include "engine/train/checkpoint_dir.h"
 #include "engine/train/trainer.h"
 
@@ -72,6 +77,8 @@ int dry_run(const TrainConfig& config, comm::Communicator* world) {
   const StepResult r = trainer->train_step();
   const RankFigures figures = gather_rank_figures(trainer->world(), r);
   if (!root) return 0;
+  if (const auto shortfall = ownership_shortfall(config.parallel, trainer->layout().plan))
+    std::fprintf(stderr, "sdp-train: warning: %s\n", shortfall->c_str());
   std::printf("dry run on the meta device: %s (%.1fM parameters), %s, "
               "grad_accum %lld, dtype %s, %s, rank %d of %d\n",
               model.name().c_str(), model.parameter_count() / 1e6,
@@ -95,9 +102,9 @@ int dry_run(const TrainConfig& config, comm::Communicator* world) {
 // A resumed run continues its metrics file from the resumed step: the
 // records the failed attempt wrote after its last checkpoint are removed
 // (that attempt repeats those steps), so every step appears once.
-// Returns the losses of the last `recent` steps it kept.
-std::vector<double> continue_metrics(const std::filesystem::path& path, int64_t resumed_step,
-                                     size_t recent) {
+// Returns what it kept of the last `recent` steps (their losses, records).
+MetricsTrim continue_metrics(const std::filesystem::path& path, int64_t resumed_step,
+                             size_t recent) {
   const MetricsTrim trim = keep_records_through_step(path, resumed_step, recent);
   if (trim.dropped > 0 || trim.dropped_cut_line)
     std::printf("metrics: %s continues after step %lld: removed %lld record%s of later steps%s\n",
@@ -111,24 +118,39 @@ std::vector<double> continue_metrics(const std::filesystem::path& path, int64_t 
                  path.c_str(), static_cast<long long>(*trim.last_step),
                  static_cast<long long>(resumed_step), static_cast<long long>(*trim.last_step + 1),
                  static_cast<long long>(resumed_step));
-  return trim.recent_losses;
+  return trim;
 }
 
-// Before any training: rank 0 checks that the save directory can be written
-// and takes its lock for the job's lifetime (save_dir_lock.h), so that a
-// read-only or full directory, or one another job is saving into, fails now
-// rather than at the first save. Every rank learns the outcome, so a refused
-// job ends on every rank with rank 0's message, and as a permanent error
-// where it is one (sdp-run does not restart it).
-std::unique_ptr<checkpoint::SaveDirLock> lock_save_dir(const TrainConfig& config,
-                                                       comm::Communicator* world) {
+// The paths a run writes, each with its flag: a dry run writes only its
+// metrics.
+std::vector<checkpoint::OutputPath> run_outputs(const TrainConfig& config, bool dry) {
+  std::vector<checkpoint::OutputPath> outputs = {{"--metrics", "metrics file", config.metrics}};
+  if (dry) return outputs;
+  outputs.push_back({"--save-dir", "save directory", config.save_dir, true});
+  outputs.push_back(
+      {"--pipeline-timeline", "timeline directory", config.pipeline_timeline, true});
+  return outputs;
+}
+
+// Before any training: rank 0 checks that every output path can be written
+// (output_path.h), then that the save directory can be written, and takes
+// its lock for the job's lifetime (save_dir_lock.h), so that a read-only or
+// full directory, a path through a file, or a save directory another job is
+// saving into, fails now rather than after the steps it was to record. Every
+// rank learns the outcome, so a refused job ends on every rank with rank
+// 0's message, and as a permanent error where it is one (sdp-run does not
+// restart it).
+std::unique_ptr<checkpoint::SaveDirLock> prepare_outputs(const TrainConfig& config, bool dry,
+                                                         comm::Communicator* world) {
   const bool rank0 = !world || world->rank() == 0;
   std::unique_ptr<checkpoint::SaveDirLock> lock;
   std::string error;
   bool permanent = true;
   if (rank0) {
     try {
-      lock = std::make_unique<checkpoint::SaveDirLock>(config.save_dir);
+      checkpoint::check_output_paths(run_outputs(config, dry));
+      if (!dry && !config.save_dir.empty())
+        lock = std::make_unique<checkpoint::SaveDirLock>(config.save_dir);
     } catch (const PermanentError& e) {
       error = e.what();
     } catch (const std::exception& e) {
@@ -141,7 +163,7 @@ std::unique_ptr<checkpoint::SaveDirLock> lock_save_dir(const TrainConfig& config
     Tensor t(&status, {1}, DType::i32, Device::cpu);
     world->broadcast(t, 0);
     if (!rank0 && status != 0)
-      throw CollectiveError("rank 0 could not prepare the save directory (its message says why)",
+      throw CollectiveError("rank 0 could not prepare the output paths (its message says why)",
                             status == 2);
   }
   if (!error.empty()) throw CollectiveError(error, permanent);
@@ -163,9 +185,17 @@ int run_training(const TrainConfig& config, bool dry, bool use_mpi) {
   }
   else if (use_mpi)
     mpi_world = comm::make_world("mpi", options);
+  // A config written for another world (sdp-plan --write-config) is refused
+  // by every rank alike before anything runs.
+  const int job_world = config.emulate_world > 0 ? static_cast<int>(config.emulate_world)
+                        : mpi_world                ? mpi_world->size()
+                                                   : 1;
+  if (const auto mismatch = world_mismatch(config.world, job_world))
+    throw CollectiveError(*mismatch, true);
+  const auto save_dir_lock = prepare_outputs(config, dry, mpi_world.get());
   if (dry) return dry_run(config, mpi_world.get());
-  const auto save_dir_lock =
-      config.save_dir.empty() ? nullptr : lock_save_dir(config, mpi_world.get());
+  // Collective; set before the trainer is built, printed once training starts.
+  const ThreadChoice threads = set_run_threads(config, mpi_world.get());
   const FaultHook fault_hook = FaultHook::from_environment();
   auto trainer_ptr = make_trainer(config, mpi_world.get());
   Trainer& trainer = *trainer_ptr;
@@ -203,7 +233,8 @@ int run_training(const TrainConfig& config, bool dry, bool use_mpi) {
   const auto best = trainer.best_achievable_loss();
   const int world = trainer.world().size();
   const std::string unit = trainer.train_data().unit();
-  const char* unit_short = unit == "images" ? "img" : "tok";
+  const char* unit_short = unit == "images" ? "img/s" : "tok/s";
+  say("%s\n", threads.message.c_str());
   say("sdp-train: %s (%.2fM parameters) on %s, %s %s, %s on %d rank%s (%s), "
       "grad_accum %lld x %s per rank, %lld steps\n",
       model.name().c_str(), model.parameter_count() / 1e6,
@@ -212,6 +243,11 @@ int run_training(const TrainConfig& config, bool dry, bool use_mpi) {
       std::string(trainer.world().backend()).c_str(), static_cast<long long>(config.grad_accum),
       batch_text(config, trainer.train_data()).c_str(), static_cast<long long>(config.steps));
   if (world > 1 && config.parallel.subnetworks()) say("%s", plan_text(trainer).c_str());
+  // A world too small for the C asked for trains no subnetworks, or trains
+  // components on one rank's data alone: said loudly, once.
+  if (root)
+    if (const auto shortfall = ownership_shortfall(config.parallel, trainer.layout().plan))
+      std::fprintf(stderr, "sdp-train: warning: %s\n", shortfall->c_str());
   if (trainer.layout().pipelined()) say("%s", pipeline_text(trainer).c_str());
   // Every job's step is a schedule (one stage without a pipeline).
   if (root && !config.pipeline_timeline.empty())
@@ -224,16 +260,21 @@ int run_training(const TrainConfig& config, bool dry, bool use_mpi) {
   // so its summary equals an uninterrupted run's.
   constexpr size_t kRecentSteps = 10;
   std::vector<double> recent;
+  RecentAccuracy recent_accuracy(model.accuracy_top_k(), kRecentSteps);  // classifiers
   std::optional<MetricsLog> metrics;
   if (root && !config.metrics.empty()) {
-    if (!config.resume.empty())
-      recent = continue_metrics(config.metrics, trainer.step(), kRecentSteps);
+    if (!config.resume.empty()) {
+      const MetricsTrim kept = continue_metrics(config.metrics, trainer.step(), kRecentSteps);
+      recent = kept.recent_losses;
+      recent_accuracy.resume(kept.recent_records);
+    }
     metrics.emplace(config.metrics, !config.resume.empty());
   }
   auto log_line = [&](const nlohmann::json& j) {
     if (metrics) metrics->write(j);
   };
-  ProgressLine progress(root && config.progress);
+  StepReport progress(config, root, trainer.step(), unit_short);
+  if (root) std::fflush(stdout);  // a redirected log holds the start-up report before step 1
   double timed_seconds = 0;
   int64_t timed_examples = 0, timed_steps = 0;
   const int64_t first_step = trainer.step();
@@ -257,6 +298,7 @@ int run_training(const TrainConfig& config, bool dry, bool use_mpi) {
     }
     recent.push_back(r.loss);
     if (recent.size() > kRecentSteps) recent.erase(recent.begin());
+    recent_accuracy.add(r.accuracy);
     last_memory = r.memory;
     nlohmann::json line = {{"step", r.step},         {"loss", r.loss},
                            {"lr", r.lr},             {"grad_norm", r.grad_norm},
@@ -264,6 +306,7 @@ int run_training(const TrainConfig& config, bool dry, bool use_mpi) {
                            {per_s, r.examples / r.seconds}, {"flops", r.flops},
                            {"memory", r.memory.to_json()}, {"comm", r.comm.to_json()},
                            {"skipped_steps", r.skipped_steps}};
+    write_train_accuracy(line, r);
     if (r.pipeline) line["pipeline"] = r.pipeline->to_json();
     if (r.skipped) {
       line["skipped"] = true;
@@ -285,24 +328,25 @@ int run_training(const TrainConfig& config, bool dry, bool use_mpi) {
       last_eval = last_eval_all.full_loss;
       line["eval_loss"] = last_eval;
       if (world > 1) line["eval_subnet_loss"] = last_eval_all.subnet_loss;
+      write_eval_accuracy(line, "eval_", last_eval_all, world > 1);
     }
     log_line(line);
-    char text[200];
-    std::snprintf(text, sizeof text, "step %lld/%lld  loss %.4f  lr %.2e  %.0f %s/s",
-                  static_cast<long long>(r.step), static_cast<long long>(config.steps), r.loss,
-                  r.lr, r.examples / r.seconds, unit_short);
-    progress.update(text);
+    progress.step(r, last_figures);
     if (eval_now && root) {
       progress.finish();
-      std::printf("step %5lld  train loss %.4f  eval loss %.4f", static_cast<long long>(r.step),
-                  r.loss, last_eval);
+      // Classifiers add their top-k accuracies after each loss.
+      std::printf("step %5lld  train loss %.4f%s  eval loss %.4f%s",
+                  static_cast<long long>(r.step), r.loss, accuracy_suffix(r.accuracy).c_str(),
+                  last_eval, accuracy_suffix(last_eval_all.full_accuracy).c_str());
       if (forward_masked) {
         const auto [lo, hi] = std::minmax_element(last_eval_all.subnet_loss.begin(),
                                                   last_eval_all.subnet_loss.end());
-        std::printf("  subnets %.4f..%.4f", *lo, *hi);
+        std::printf("  subnets %.4f..%.4f%s", *lo, *hi,
+                    subnet_accuracy_range(last_eval_all.subnet_accuracy).c_str());
       }
       if (best) std::printf("  (best achievable %.4f)", *best);
       std::printf("\n");
+      std::fflush(stdout);  // a redirected log shows it now, not at exit
     }
     const bool save_now = !config.save_dir.empty() &&
                           ((config.save_every > 0 && r.step % config.save_every == 0) ||
@@ -334,6 +378,13 @@ int run_training(const TrainConfig& config, bool dry, bool use_mpi) {
     summary["ranks"] = last_figures.to_json();
     summary["eval_subnet_loss"] = last_eval_all.subnet_loss;
   }
+  // Classifiers: train accuracy over the same last steps as the loss, and
+  // the last evaluation's (null when the run evaluated none).
+  const TopKAccuracy final_train_accuracy = recent_accuracy.mean();
+  final_train_accuracy.write(summary, "final_train_");
+  if (last_eval_all.full_accuracy.empty())
+    last_eval_all.full_accuracy = TopKAccuracy::unknown(model.accuracy_top_k());
+  write_eval_accuracy(summary, "final_eval_", last_eval_all, world > 1);
   if (best) summary["best_achievable_loss"] = *best;
   log_line(summary);
   if (metrics) metrics->close();  // reports a write that only the close sees failing
@@ -346,6 +397,7 @@ int run_training(const TrainConfig& config, bool dry, bool use_mpi) {
     for (double l : last_eval_all.subnet_loss) std::printf(" %.4f", l);
     std::printf("\n");
   }
+  print_final_accuracy(final_train_accuracy, kRecentSteps, last_eval_all, forward_masked);
   if (best) {
     std::printf("%-28s %.4f\n", "best achievable loss", *best);
     if (!std::isnan(last_eval))

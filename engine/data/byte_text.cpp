@@ -14,8 +14,9 @@ MappedFile open_text(const std::string& path) {
 }
 }  // namespace
 
-ByteTextSource::ByteTextSource(const std::string& path, Split split, StreamPart part)
-    : SequentialTokenSource("text", split, part), file_(open_text(path)) {
+ByteTextSource::ByteTextSource(const std::string& path, Split split, StreamPart part,
+                               bool shuffle, uint64_t seed)
+    : SequentialTokenSource("text", split, part, shuffle, seed), file_(open_text(path)) {
   const int64_t n = file_bytes();
   // The train part keeps at least one byte and val at least one whenever the
   // file has two; a one-byte file is all train (and too short for any window).
@@ -43,7 +44,7 @@ std::string ByteTextSource::error_name() const {
 std::string ByteTextSource::describe() const {
   return format("text:", file_.path(), " (bytes as tokens, vocab 256; ", split_name(split()),
                 " split = bytes [", range_begin(), ", ", range_end(), ") of ", file_bytes(),
-                ")");
+                ", ", describe_order(), ")");
 }
 
 }  // namespace sdp::data

@@ -1,6 +1,7 @@
 #pragma once
 // Any file read as bytes: token = byte value, vocabulary 256. Train reads the
-// first 95% of the bytes, val the last 5% (at least one byte each).
+// first 95% of the bytes, val the last 5% (at least one byte each); the train
+// split in shuffled windows when `shuffle` (sequential_source.h).
 #include <string>
 
 #include "engine/data/mapped_file.h"
@@ -12,7 +13,7 @@ class ByteTextSource : public SequentialTokenSource {
  public:
   // Throws sdp::Error naming the file when it is missing or empty.
   explicit ByteTextSource(const std::string& path, Split split = Split::train,
-                          StreamPart part = {});
+                          StreamPart part = {}, bool shuffle = false, uint64_t seed = 0);
 
   int64_t vocab_size() const override { return 256; }
   TokenizerFacts tokenizer() const override {

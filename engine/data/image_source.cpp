@@ -114,13 +114,14 @@ class OptionParser {
 
 std::unique_ptr<ImageSource> make_cifar(CifarKind kind, const std::string& spec,
                                         const std::string& rest, uint64_t seed, Split split,
-                                        StreamPart part) {
+                                        StreamPart part, bool shuffle) {
   const std::vector<std::string> items = split_commas(rest);
   const std::string& dir = items.front();
   if (dir.empty())
     fail("image data spec '", spec, "' names no directory; ", image_source_spec_help());
   const OptionParser parser(spec);
   ImageSourceOptions options;
+  options.shuffle = shuffle;
   for (size_t i = 1; i < items.size(); ++i) {
     const auto [key, value] = parser.key_value(items[i]);
     if (!parser.common(key, value, options, seed)) parser.unknown(cifar_name(kind), key, kCifarKeys);
@@ -129,10 +130,12 @@ std::unique_ptr<ImageSource> make_cifar(CifarKind kind, const std::string& spec,
 }
 
 std::unique_ptr<ImageSource> make_synthetic(const std::string& spec, const std::string& rest,
-                                            uint64_t seed, Split split, StreamPart part) {
+                                            uint64_t seed, Split split, StreamPart part,
+                                            bool shuffle) {
   const OptionParser parser(spec);
   SyntheticImagesConfig config;
   ImageSourceOptions options;
+  options.shuffle = shuffle;
   if (!rest.empty()) {
     for (const std::string& item : split_commas(rest)) {
       const auto [key, value] = parser.key_value(item);
@@ -172,7 +175,7 @@ bool is_image_spec(const std::string& spec) {
 }
 
 std::unique_ptr<ImageSource> make_image_source(const std::string& spec, uint64_t seed,
-                                               Split split, StreamPart part) {
+                                               Split split, StreamPart part, bool shuffle) {
   detail::check_stream_part(part);
   const size_t colon = spec.find(':');
   const std::string kind = kind_of(spec);
@@ -180,13 +183,13 @@ std::unique_ptr<ImageSource> make_image_source(const std::string& spec, uint64_t
   if (kind == "synthetic-images") {
     if (colon != std::string::npos && rest.empty())
       fail("image data spec '", spec, "' has an empty option list; ", image_source_spec_help());
-    return make_synthetic(spec, rest, seed, split, part);
+    return make_synthetic(spec, rest, seed, split, part, shuffle);
   }
   if (kind == "cifar10" || kind == "cifar100") {
     if (colon == std::string::npos)
       fail("image data spec '", spec, "' names no directory; ", image_source_spec_help());
     return make_cifar(kind == "cifar10" ? CifarKind::cifar10 : CifarKind::cifar100, spec, rest,
-                      seed, split, part);
+                      seed, split, part, shuffle);
   }
   fail("unknown image data spec '", spec, "'; ", image_source_spec_help());
 }

@@ -14,7 +14,8 @@
 //
 // Train order: epoch e of the stream is a permutation of the split drawn from
 // (seed, e); the global stream is epoch 0's permutation, then epoch 1's, ...
-// Val order: images 0, 1, 2, ... of the split, unshuffled, from image 0 each
+// With shuffle off (make_image_source's `shuffle`), index order 0, 1, 2, ...
+// every epoch, as the val split reads. Val order: images 0, 1, 2, ... of the split, unshuffled, from image 0 each
 // time a source is created (wrapping to image 0 after the last).
 //
 // Images are float32 [C, H, W], normalized per channel (CIFAR: the data
@@ -74,9 +75,11 @@ class ImageSource {
 //   seed=S        overrides `seed`, which keys the shuffle and augmentation
 // DIR may not contain a comma. Throws sdp::Error listing the valid forms on a
 // bad spec, and naming the file on a missing or malformed data file.
+// shuffle: the train split in a permutation per epoch (default, as image sets
+// have always been read) or, off, in index order; the val split never shuffles.
 std::unique_ptr<ImageSource> make_image_source(const std::string& spec, uint64_t seed,
                                                Split split = Split::train,
-                                               StreamPart part = {});
+                                               StreamPart part = {}, bool shuffle = true);
 
 // The text of the valid spec forms, for error messages and --help.
 std::string image_source_spec_help();

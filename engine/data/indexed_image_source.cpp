@@ -36,6 +36,7 @@ IndexedImageSource::IndexedImageSource(std::string kind, uint64_t seed, Split sp
       split_(split),
       part_(part),
       augment_(options.augment && split == Split::train),
+      shuffle_(options.shuffle && split == Split::train),
       limit_(options.limit) {
   detail::check_stream_part(part);
   if (limit_ < 0) fail(kind_, " image source: limit=", limit_, " is invalid; valid: >= 1");
@@ -62,7 +63,7 @@ const std::vector<int32_t>& IndexedImageSource::order_of(int64_t epoch) {
 int64_t IndexedImageSource::image_at(int64_t position) {
   SDP_CHECK(position >= 0, "negative stream position ", position);
   const int64_t slot = position % size_;
-  if (split_ == Split::val) return slot;
+  if (!shuffle_) return slot;
   return order_of(position / size_)[static_cast<size_t>(slot)];
 }
 
@@ -122,10 +123,14 @@ void IndexedImageSource::next_batch(float* images, int32_t* labels, int64_t batc
 }
 
 nlohmann::json IndexedImageSource::full_identity() const {
-  return {{"source", identity()},
-          {"images", size_},
-          {"seed", seed_},
-          {"augment", augment_}};
+  nlohmann::json id = {{"source", identity()},
+                       {"images", size_},
+                       {"seed", seed_},
+                       {"augment", augment_}};
+  // Only an unshuffled train split says so: the states of shuffled train and
+  // of val splits stay what they have always been, and old checkpoints load.
+  if (split_ == Split::train && !shuffle_) id["order"] = "index";
+  return id;
 }
 
 nlohmann::json IndexedImageSource::state() const {
@@ -161,8 +166,8 @@ std::string IndexedImageSource::describe_stream() const {
   std::string text = format(split_name(split_), " split: ", size_, " images of ", s.channels,
                             "x", s.height, "x", s.width, ", ", num_classes(), " classes");
   if (limit_ > 0) text += format(" (limit ", limit_, ")");
-  text += split_ == Split::train ? format(", shuffled each epoch (seed ", seed_, ")")
-                                 : std::string(", in index order (unshuffled)");
+  text += shuffle_ ? format(", shuffled each epoch (seed ", seed_, ")")
+                   : std::string(", in index order (unshuffled)");
   if (augment_)
     text += format(", random crop (pad ", crop_padding(s), ") + horizontal flip");
   else

@@ -16,6 +16,7 @@ namespace sdp::data {
 struct ImageSourceOptions {
   bool augment = true;  // crop + flip on the train split; the val split never augments
   int64_t limit = 0;    // > 0: only the first min(limit, split size) images
+  bool shuffle = true;  // the train split in a permutation per epoch; false: index order
 };
 
 // Epoch `epoch`'s order of n images: a permutation of 0 .. n-1 drawn from
@@ -34,6 +35,7 @@ class IndexedImageSource : public ImageSource {
   StreamPart part() const { return part_; }
   uint64_t seed() const { return seed_; }
   bool augments() const { return augment_; }
+  bool shuffles() const { return shuffle_; }
   // The global position of the next image of the stream: epoch and index
   // within the epoch.
   int64_t epoch() const { return position_ / size_; }
@@ -76,6 +78,7 @@ class IndexedImageSource : public ImageSource {
   Split split_;
   StreamPart part_;
   bool augment_;
+  bool shuffle_;  // train split with options.shuffle
   int64_t limit_;
   int64_t size_ = 0;
   int64_t position_ = 0;            // global stream position of the next image

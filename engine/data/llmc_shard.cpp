@@ -142,8 +142,8 @@ std::vector<std::string> expand_shard_patterns(const std::vector<std::string>& p
 }
 
 LlmcTokenSource::LlmcTokenSource(const std::vector<std::string>& patterns, int64_t vocab,
-                                 Split split, StreamPart part)
-    : SequentialTokenSource("llmc", split, part) {
+                                 Split split, StreamPart part, bool shuffle, uint64_t seed)
+    : SequentialTokenSource("llmc", split, part, shuffle, seed) {
   std::vector<std::string> all = expand_shard_patterns(patterns);
   // Name-based split only when the names actually distinguish the two sets.
   const auto is_val = [](const std::string& f) {
@@ -265,7 +265,7 @@ std::string LlmcTokenSource::describe() const {
                              " from ", kLlmcDataInfoName, ")")
                     : std::string(),
                 "; ", split_name(split()), " split = tokens [", range_begin(),
-                ", ", range_end(), ") (", split_rule_, ")");
+                ", ", range_end(), ") (", split_rule_, "), ", describe_order());
 }
 
 }  // namespace sdp::data

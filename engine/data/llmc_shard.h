@@ -4,8 +4,9 @@
 //   header[0] = magic, header[1] = version, header[2] = number of tokens.
 //   GPT-2:   magic 20240520, version 1, tokens uint16 (default vocab 50257)
 //   LLaMA-3: magic 20240801, version 7, tokens uint32 (default vocab 128256)
-// All shards of one source must share a format. Shards are read in sorted
-// path order as one concatenated stream (see sequential_source.h).
+// All shards of one source must share a format. Shards are one concatenated
+// stream in sorted path order, read in file order or, for the train split
+// with shuffle on, in shuffled windows (see sequential_source.h).
 #include <cstdint>
 #include <string>
 #include <vector>
@@ -60,8 +61,10 @@ class LlmcTokenSource : public SequentialTokenSource {
   // against the vocabulary once, here (sdp::Error naming the file, the
   // token's index in it and its value), so that a bad token fails the run
   // at start-up, not at the step that reads it.
+  // shuffle and seed: the train split's order (sequential_source.h).
   LlmcTokenSource(const std::vector<std::string>& patterns, int64_t vocab = 0,
-                  Split split = Split::train, StreamPart part = {});
+                  Split split = Split::train, StreamPart part = {}, bool shuffle = false,
+                  uint64_t seed = 0);
 
   int64_t vocab_size() const override { return vocab_; }
   // From data.json (Kind::file); Kind::none where the shards have none.

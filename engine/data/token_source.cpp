@@ -120,7 +120,8 @@ std::unique_ptr<TokenSource> make_synthetic(const std::string& spec, const std::
 }
 
 std::unique_ptr<TokenSource> make_llmc(const std::string& spec, const std::string& rest,
-                                       Split split, StreamPart part) {
+                                       uint64_t seed, Split split, StreamPart part,
+                                       bool shuffle) {
   std::vector<std::string> patterns;
   int64_t vocab = 0;
   for (const std::string& item : split_commas(rest)) {
@@ -135,13 +136,13 @@ std::unique_ptr<TokenSource> make_llmc(const std::string& spec, const std::strin
   }
   if (patterns.empty())
     fail("data spec '", spec, "' names no shard files; ", token_source_spec_help());
-  return std::make_unique<LlmcTokenSource>(patterns, vocab, split, part);
+  return std::make_unique<LlmcTokenSource>(patterns, vocab, split, part, shuffle, seed);
 }
 
 }  // namespace
 
 std::unique_ptr<TokenSource> make_token_source(const std::string& spec, uint64_t seed,
-                                               Split split, StreamPart part) {
+                                               Split split, StreamPart part, bool shuffle) {
   detail::check_stream_part(part);
   const size_t colon = spec.find(':');
   const std::string kind = spec.substr(0, colon);
@@ -149,9 +150,9 @@ std::unique_ptr<TokenSource> make_token_source(const std::string& spec, uint64_t
   if (kind == "synthetic") return make_synthetic(spec, rest, seed, split, part);
   if (kind == "text") {
     if (rest.empty()) fail("data spec '", spec, "' names no file; ", token_source_spec_help());
-    return std::make_unique<ByteTextSource>(rest, split, part);
+    return std::make_unique<ByteTextSource>(rest, split, part, shuffle, seed);
   }
-  if (kind == "llmc") return make_llmc(spec, rest, split, part);
+  if (kind == "llmc") return make_llmc(spec, rest, seed, split, part, shuffle);
   fail("unknown data spec '", spec, "'; ", token_source_spec_help());
 }
 

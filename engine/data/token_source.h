@@ -68,9 +68,16 @@ class TokenSource {
 //   llmc:GLOB_OR_PATH[,GLOB_OR_PATH...][,vocab=V]
 // `seed` seeds sampling where the source samples (synthetic); `seed=` in the
 // spec overrides it. Throws sdp::Error listing the valid forms on a bad spec.
+//
+// shuffle: the file-backed sources (text, llmc) read their train split in
+// windows shuffled each epoch, keyed by `seed` (sequential_source.h); off,
+// in file order, as they always have (the default here; the trainer passes
+// its config's shuffle, on by default). The val split is always read in
+// file order. The synthetic language ignores it: its windows are already
+// independent draws, an endless stream with no stored order to shuffle.
 std::unique_ptr<TokenSource> make_token_source(const std::string& spec, uint64_t seed,
                                                Split split = Split::train,
-                                               StreamPart part = {});
+                                               StreamPart part = {}, bool shuffle = false);
 
 // The text of the valid spec forms, for error messages and --help.
 std::string token_source_spec_help();

@@ -6,6 +6,7 @@
 #include <cstring>
 #include <fstream>
 #include <limits>
+#include <utility>
 
 #include "engine/checkpoint/atomic_file.h"
 #include "engine/core/config_limits.h"
@@ -115,8 +116,11 @@ MetricsTrim keep_records_through_step(const fs::path& path, int64_t step,
       trim.recent_losses.push_back(loss != record.end() && loss->is_number()
                                        ? loss->get<double>()
                                        : std::numeric_limits<double>::quiet_NaN());
-      if (trim.recent_losses.size() > recent_losses)
+      trim.recent_records.push_back(std::move(record));
+      if (trim.recent_losses.size() > recent_losses) {
         trim.recent_losses.erase(trim.recent_losses.begin());
+        trim.recent_records.erase(trim.recent_records.begin());
+      }
     }
     if (in.bad()) fail("metrics: cannot read ", target, ": ", std::strerror(errno));
   });

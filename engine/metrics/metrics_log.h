@@ -48,6 +48,9 @@ struct MetricsTrim {
   // "loss" of the last kept step records (at most the count asked for),
   // oldest first: a resumed run's "last N steps" figures span the restart.
   std::vector<double> recent_losses;
+  // The same steps' whole records (other figures of the last steps, such as
+  // a classifier's accuracies, continue the same way).
+  std::vector<nlohmann::json> recent_records;
 };
 
 // Before a run resumed at step `step` appends to its metrics file: rewrites

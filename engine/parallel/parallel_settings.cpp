@@ -19,6 +19,11 @@ constexpr const char* kValidShards =
 
 }  // namespace
 
+double ParallelSettings::default_active_fraction(const std::string& strategy) {
+  const StrategyRow* row = find_strategy(strategy);
+  return row && row->takes_fraction ? kDefaultSubnetFraction : 1.0;
+}
+
 const StrategyRow& ParallelSettings::strategy_row() const {
   const StrategyRow* row = find_strategy(strategy);
   if (!row)

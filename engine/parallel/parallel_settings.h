@@ -30,10 +30,21 @@ namespace sdp {
   X(pipeline_stages) X(schedule) X(stage_blocks)
 
 struct ParallelSettings {
+  // C of an SDP strategy given without one (sdp-train without
+  // --active-fraction, an sdp-plan item without ":C"): a real subnetwork,
+  // half the components per rank, never silently the whole model.
+  static constexpr double kDefaultSubnetFraction = 0.5;
+  // The C a job of `strategy` runs with when none is given:
+  // kDefaultSubnetFraction for an SDP strategy, 1 for ddp and fsdp (and for
+  // an unknown name, which validate() refuses).
+  static double default_active_fraction(const std::string& strategy);
+
   // ownership plan: every rank trains its subnet of the plan; gradients are
   // averaged among each component's owners
   std::string strategy = "ddp";         // a name of strategy_table(): ddp | fsdp | b-sdp | ...
-  double active_fraction = 1.0;         // C: share of components each rank owns (ddp, fsdp: 1)
+  // C: share of components each rank owns (ddp, fsdp: 1). An app that
+  // reads a config without it takes default_active_fraction(strategy).
+  double active_fraction = 1.0;
   // cyclic | random | file:PATH: a JSON file {"matrix": ["1010", "0101"]},
   // one string of 0/1 per rank (replica), one character per maskable
   // component (the "matrix" a run's plan JSON has), e.g. to give a job

@@ -67,6 +67,7 @@ StageStepResult StageExecutor::run(const MicroBatchFeed& feed, double loss_scale
   };
 
   StageStepResult r;
+  r.top_k_correct.assign(model_.accuracy_top_k().size(), 0);
   // Per micro-batch, what moves between actions of this stage.
   std::map<int, OwnedTensor> received;      // RECV_F -> F
   std::map<int, OwnedTensor> output_grads;  // RECV_B -> B / I
@@ -109,7 +110,11 @@ StageStepResult StageExecutor::run(const MicroBatchFeed& feed, double loss_scale
       case ActionKind::forward: {
         OwnedTensor x = stage_ > 0 ? take(received, mb, "the received activation") : OwnedTensor();
         r.loss_sum += model_.forward_stage(batch->inputs, batch->targets, std::move(x), mb);
-        if (stage_ == P - 1) r.valid_targets += model_.valid_targets();
+        if (stage_ == P - 1) {
+          r.valid_targets += model_.valid_targets();
+          const std::vector<int64_t> correct = model_.top_k_correct();
+          for (size_t i = 0; i < correct.size(); ++i) r.top_k_correct[i] += correct[i];
+        }
         break;
       }
       case ActionKind::send_activation: {

@@ -58,6 +58,9 @@ struct MicroBatchData {
 struct StageStepResult {
   double loss_sum = 0;        // last stage: summed loss of its micro-batches; 0 elsewhere
   int64_t valid_targets = 0;  // last stage: loss terms summed
+  // Last stage of a classifier: the micro-batches' top-k correct counts
+  // summed, one per k of the model's accuracy_top_k(); zeros elsewhere.
+  std::vector<int64_t> top_k_correct;
   std::vector<ActionTiming> timings;  // [actions of this stage], as the schedule lists them
   double busy_seconds = 0;            // inside compute actions
   int64_t activation_bytes_sent = 0;  // SEND_F payloads

@@ -130,11 +130,15 @@ std::unique_ptr<BatchLoader> make_batch_loader(const TrainConfig& config, data::
   if (!is_image_family(family) && images)
     fail("data '", spec, "': model ", config.model, " is a language model and needs tokens; "
          "valid data:\n", data::token_source_spec_help());
+  // config.shuffle orders the train split of file-backed data (and image
+  // sets); the sources read the val split in stored order whatever it says.
   if (images)
-    return std::make_unique<ImageBatches>(data::make_image_source(spec, config.seed, split, part),
-                                          config.batch, device, dtype);
-  return std::make_unique<TokenBatches>(data::make_token_source(spec, config.seed, split, part),
-                                        config.batch, config.seq, device);
+    return std::make_unique<ImageBatches>(
+        data::make_image_source(spec, config.seed, split, part, config.shuffle), config.batch,
+        device, dtype);
+  return std::make_unique<TokenBatches>(
+      data::make_token_source(spec, config.seed, split, part, config.shuffle), config.batch,
+      config.seq, device);
 }
 
 }  // namespace sdp

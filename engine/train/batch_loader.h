@@ -50,7 +50,9 @@ std::string resolved_data_spec(const TrainConfig& config);
 
 // Batches of config.batch (x config.seq for tokens) examples from the data
 // of config, rank part.rank of part.world, placed on `device` (the trainer's
-// allocator) in `dtype` (image models; tokens are i32).
+// allocator) in `dtype` (image models; tokens are i32). The train split is in
+// config.shuffle's order: every part.world reads the same global stream, and
+// replica d of D gets its samples d, d + D, d + 2D, ... (token_source.h).
 std::unique_ptr<BatchLoader> make_batch_loader(const TrainConfig& config, data::Split split,
                                                data::StreamPart part, Allocator& device,
                                                DType dtype);

@@ -3,6 +3,8 @@
 #include <sched.h>
 
 #include <algorithm>
+#include <cstdio>
+#include <cstdlib>
 #include <cstdint>
 #include <limits>
 #include <thread>
@@ -110,6 +112,19 @@ TrainConfig TrainConfig::from_json(const nlohmann::json& j) {
   return c;
 }
 
+void TrainConfig::derive_defaults(const std::set<std::string>& given) {
+  if (!given.count("min_lr")) {
+    // The fraction as a decimal would give it, to 15 significant digits: lr
+    // 0.003 gives exactly 0.0003 (the fixed default it replaces), not
+    // 0.00030000000000000003, and configs print it as written.
+    char text[32];
+    std::snprintf(text, sizeof text, "%.15g", kDefaultMinLrFraction * lr);
+    min_lr = std::strtod(text, nullptr);
+  }
+  if (!given.count("active_fraction"))
+    parallel.active_fraction = ParallelSettings::default_active_fraction(parallel.strategy);
+}
+
 void TrainConfig::validate() const {
   namespace L = config_limits;
   auto invalid = [](const char* field, const auto&... parts) {
@@ -119,12 +134,11 @@ void TrainConfig::validate() const {
   auto count = [&](const char* field, int64_t v, int64_t lo, int64_t hi, const char* why = "") {
     if (v < lo || v > hi) invalid(field, v, " is invalid (valid: [", lo, ", ", hi, "]", why, ")");
   };
-  // Interval [lo, hi] with either end open; hi_name describes hi when it is
-  // another field (min_lr's upper bound is lr).
+  // Interval [lo, hi] with either end open.
   auto in_range = [&](const char* field, double v, double lo, double hi, bool open_lo,
-                      bool open_hi = false, const char* hi_name = "") {
+                      bool open_hi = false) {
     if (!(open_lo ? v > lo : v >= lo) || !(open_hi ? v < hi : v <= hi))
-      invalid(field, v, " is invalid (valid: ", open_lo ? "(" : "[", lo, ", ", hi_name, hi,
+      invalid(field, v, " is invalid (valid: ", open_lo ? "(" : "[", lo, ", ", hi,
               open_hi ? ")" : "]", ")");
   };
   auto non_negative = [&](const char* field, double v) {
@@ -148,12 +162,17 @@ void TrainConfig::validate() const {
   count("recalibration_images", recalibration_images, 0, L::kImages);
   count("save_every", save_every, 0, L::kSteps);
   count("skip_nonfinite", skip_nonfinite, 0, L::kSteps);
+  count("log_every", log_every, 0, L::kSteps);
   // More OpenMP threads than logical CPUs only oversubscribe them, and a
   // huge team exhausts the runtime's own resources.
   count("threads", threads, 0, max_threads(),
         ": 0 = the default, at most the logical CPUs this process may use");
   in_range("lr", lr, 0, 10, true);
-  in_range("min_lr", min_lr, 0, lr, false, false, "lr = ");
+  // Its upper bound is another field, and a config without it takes a
+  // fraction of lr: the message says both.
+  if (!(min_lr >= 0 && min_lr <= lr))
+    invalid("min_lr", min_lr, " is invalid (valid: [0, lr = ", lr, "]); left unset it is ",
+            kDefaultMinLrFraction, " lr");
   in_range("weight_decay", weight_decay, 0, 1, false);
   in_range("beta1", beta1, 0, 1, false, true);
   in_range("beta2", beta2, 0, 1, false, true);
@@ -193,6 +212,7 @@ void TrainConfig::validate() const {
             "(valid: grad_accum, the pipeline's --micro-batches, >= pipeline_stages = ",
             parallel.pipeline_stages, ")");
   count("emulate_world", emulate_world, 0, L::kWorld, ": 0 = off");
+  count("world", world, 0, L::kWorld, ": 0 = any");
   if (emulate_world > 0 && emulate_world % parallel.pipeline_stages != 0)
     invalid("emulate_world", emulate_world, " is not a multiple of pipeline_stages = ",
             parallel.pipeline_stages, " (the world is stages x replicas)");

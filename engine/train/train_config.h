@@ -3,6 +3,7 @@
 // config file and overridden by command-line flags (apps/sdp-train); every
 // field is validated with a message naming it and its valid range.
 #include <cstdint>
+#include <set>
 #include <string>
 
 #include <nlohmann/json.hpp>
@@ -23,12 +24,13 @@ int max_threads();
 // its unknown-key check iterate them, and so do the apps' shared flags
 // (apps/training_options.h), so a new field cannot be forgotten there.
 #define SDP_TRAIN_CONFIG_FIELDS(X)                                                      \
-  X(model) X(data) X(batch) X(seq) X(grad_accum) X(steps) X(drop_path) X(lr)            \
+  X(model) X(data) X(shuffle) X(batch) X(seq) X(grad_accum) X(steps) X(drop_path) X(lr) \
   X(min_lr) X(warmup) X(weight_decay) X(beta1) X(beta2) X(eps) X(grad_clip)             \
   X(eval_every) X(eval_batches) X(recalibration_images) X(seed) X(device) X(dtype)      \
   X(threads) X(comm_timeout) X(bucket_mb) X(grad_reduce_dtype) X(emulate_world)         \
   X(emulate_rank) X(save_dir) X(save_every) X(resume) X(max_shard_size)                 \
-  X(checkpoint_format) X(metrics) X(progress) X(skip_nonfinite) X(pipeline_timeline)
+  X(checkpoint_format) X(metrics) X(progress) X(log_every) X(skip_nonfinite)             \
+  X(pipeline_timeline) X(world)
 
 struct TrainConfig {
   // model and data
@@ -37,6 +39,13 @@ struct TrainConfig {
   // ResNets; "synthetic" is the model family's synthetic data (the
   // synthetic language, or synthetic-images for a ResNet).
   std::string data = "synthetic";
+  // The training split's order: each epoch a permutation of the sequences
+  // (token files: windows of seq + 1 tokens; image sets: images) drawn from
+  // (seed, epoch), the same for every world size, so resumes and rank-count
+  // equalities hold; false = the stored order (files front to back). The
+  // synthetic language has no stored order and ignores it; evaluation always
+  // reads the val split in stored order.
+  bool shuffle = true;
   // batch: micro-batches of `batch` sequences of `seq` tokens (LLaMA) or of
   // `batch` images (ResNet; seq unused), grad_accum of them per optimizer step
   int64_t batch = 8;
@@ -51,7 +60,12 @@ struct TrainConfig {
   double drop_path = -1;
   // optimizer
   double lr = 3e-3;
+  // The end of the cosine decay; a config read without it (sdp-train with no
+  // --min-lr and none in --config) gets kDefaultMinLrFraction x lr
+  // (derive_defaults), so any --lr is a valid run. 3e-4 = that of the
+  // default lr.
   double min_lr = 3e-4;
+  static constexpr double kDefaultMinLrFraction = 0.1;
   int64_t warmup = 20;
   double weight_decay = 0.1;
   double beta1 = 0.9;
@@ -97,6 +111,10 @@ struct TrainConfig {
   // this process (collectives skipped but counted); 0 = off
   int64_t emulate_world = 0;
   int64_t emulate_rank = 0;
+  // The ranks this config was written for (sdp-plan --write-config records
+  // its --world, since C and the per-rank batch were chosen for it): a job
+  // of another size is refused at start-up (world_fit.h); 0 = any.
+  int64_t world = 0;
   // checkpoints and metrics
   std::string save_dir;                 // empty: no checkpoints
   int64_t save_every = 0;               // 0: only at the end (when save_dir is set)
@@ -115,12 +133,23 @@ struct TrainConfig {
   // costs.json, timeline.svg); empty: none.
   std::string pipeline_timeline;
   bool progress = true;                 // progress line on a terminal
+  // Plain progress lines (step, loss, lr, rate, peak memory, ETA) where no
+  // live line is drawn (stdout not a terminal, a rank under mpirun,
+  // --progress false): the first step, every log_every-th and the last; 0 = none.
+  int64_t log_every = 10;
 
   nlohmann::json to_json() const;
   // Unknown keys, wrong types (a float or a string for an integer field), and
   // integers outside their field's type (a negative seed) are errors naming
   // the key (ConfigFieldError).
   static TrainConfig from_json(const nlohmann::json& j);
+  // The fields whose default depends on another field, for a config whose
+  // fields named in `given` were set explicitly (by a flag or a config
+  // file) and the others left at their defaults: min_lr =
+  // kDefaultMinLrFraction x lr, active_fraction =
+  // ParallelSettings::default_active_fraction(strategy). Given fields are
+  // kept as they are.
+  void derive_defaults(const std::set<std::string>& given);
   // Throws ConfigFieldError naming the first invalid field and its valid
   // range (ParallelSettings::validate for the parallel fields).
   void validate() const;

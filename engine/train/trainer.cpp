@@ -14,7 +14,9 @@
 #include "engine/train/rank_agreement.h"
 #include "kernels/flop_count.h"
 #include "kernels/ops.h"
+#include "models/common/model_spec.h"
 #include "models/llama/llama_config.h"
+#include "models/registry.h"
 #ifdef SDP_HAVE_CUDA
 #include "kernels/cuda/device_allocator.h"
 #include "kernels/cuda/device_info.h"
@@ -100,7 +102,7 @@ Trainer::Trainer(const TrainConfig& config, std::unique_ptr<comm::Communicator> 
   ops::ComputeStream::Scope on_stream(*stream_);
   const ModelFamily family = model_family(config_.model);  // a clear error for an unknown name
   if (family == ModelFamily::llama) {
-    const llama::LlamaConfig mc = llama::LlamaConfig::named(config_.model);
+    const llama::LlamaConfig mc = llama_config(config_.model);
     if (config_.seq > mc.max_seq)
       fail("config: seq = ", config_.seq, " exceeds model ", mc.name, "'s max_seq ", mc.max_seq);
   }
@@ -121,6 +123,9 @@ Trainer::Trainer(const TrainConfig& config, std::unique_ptr<comm::Communicator> 
   train_data_ = make_batch_loader(config_, data::Split::train,
                                   data::StreamPart{mesh.replica_of(w.rank()), mesh.replicas()},
                                   *alloc_, dtype);
+  // A custom model without a vocabulary takes the data's; the spec recorded
+  // in checkpoints then names it, so a resume or an export builds the same.
+  config_.model = resolved_model_spec(config_.model, train_data_->vocab_size());
   facts_ = train_data_->facts();
   layout_ = SubnetLayout::build(config_.model,
                                 StrategySpec::from_settings(config_.parallel, config_.model),
@@ -135,7 +140,11 @@ Trainer::Trainer(const TrainConfig& config, std::unique_ptr<comm::Communicator> 
   // A token model embeds only the ids it has rows for.
   if (model_->token_vocabulary() > 0 && train_data_->vocab_size() > model_->token_vocabulary())
     fail("data '", config_.data, "' has vocabulary ", train_data_->vocab_size(), " but model ",
-         model_->name(), " has only ", model_->token_vocabulary(), " embeddings");
+         model_->name(), " has only ", model_->token_vocabulary(), " embeddings (valid: ",
+         "a model with at least ", train_data_->vocab_size(), ", e.g. --model ",
+         ModelSpec::parse(config_.model).name.empty() ? "config:PATH with a larger vocab_size"
+                                                      : ModelSpec::parse(config_.model).name,
+         " --vocab-size ", train_data_->vocab_size(), ")");
   state_ = TrainingState::materialize(*model_, *alloc_, dtype, layout_.held_mask(),
                                       layout_.trained_mask(), layout_.shard_plan());
   model_->set_recompute(config_.parallel.recompute());
@@ -166,7 +175,8 @@ Trainer::Trainer(const TrainConfig& config, std::unique_ptr<comm::Communicator> 
       *state_,
       AdamWSettings{config_.beta1, config_.beta2, config_.eps, config_.weight_decay});
   schedule_ = LrSchedule{config_.lr, config_.min_lr, config_.warmup, config_.steps};
-  control_ = OwnedTensor(host_allocator(), {2}, DType::f64, MemCategory::comm);
+  const int64_t accuracies = static_cast<int64_t>(model_->accuracy_top_k().size());
+  control_ = OwnedTensor(host_allocator(), {2 + accuracies}, DType::f64, MemCategory::comm);
   build_step_schedule();
 }
 
@@ -246,7 +256,8 @@ Trainer::SampleStream Trainer::sample_stream() const {
   return {layout_.replica, layout_.replicas, config_.batch * layout_.replicas};
 }
 
-double Trainer::run_schedule(double loss_scale, std::optional<StageStats>& report) {
+double Trainer::run_schedule(double loss_scale, std::optional<StageStats>& report,
+                             std::vector<int64_t>& top_k_correct) {
   // The executor runs micro-batch mb as the model's micro-batch mb: its
   // samples lie mb B D further in the step's stream.
   const SampleStream samples = sample_stream();
@@ -307,6 +318,7 @@ double Trainer::run_schedule(double loss_scale, std::optional<StageStats>& repor
   }
   const pipeline::StageStepResult result = executor_->run(feed, loss_scale, hooks);
   last_timings_ = result.timings;
+  top_k_correct = result.top_k_correct;
   if (layout_.pipelined()) {
     const double makespan = result.timings.empty() ? 0.0 : result.timings.back().end;
     StageStats& s = report.emplace();
@@ -339,7 +351,8 @@ StepResult Trainer::train_step() {
   const int64_t examples_per_micro = train_data_->examples();
   const double loss_scale = 1.0 / static_cast<double>(examples_per_micro * config_.grad_accum);
   StepResult r;
-  const double loss_sum = run_schedule(loss_scale, r.pipeline);
+  std::vector<int64_t> top_k_correct;
+  const double loss_sum = run_schedule(loss_scale, r.pipeline, top_k_correct);
 
   {
     PhaseScope phase(mem, Phase::communication);
@@ -348,12 +361,14 @@ StepResult Trainer::train_step() {
       buckets_->finish();  // what backward did not start yet, then wait for all
     else
       groups_->average_gradients(*state_, reduce_dtype_, alloc_.get());
-    // One small all-reduce carries the loss and this rank's share of the
+    // One small all-reduce carries the loss, this rank's share of the
     // squared gradient norm (each whole group counted once, by its root;
-    // each sharded group by its shards).
+    // each sharded group by its shards) and a classifier's correct counts.
     double* ctl = control_->data<double>();
     ctl[0] = loss_sum;
     ctl[1] = groups_->gradient_square_share(*state_) + sharding_->gradient_square_share();
+    for (size_t i = 0; i < top_k_correct.size(); ++i)
+      ctl[2 + i] = static_cast<double>(top_k_correct[i]);
     w.all_reduce(*control_, comm::ReduceOp::sum);
   }
   const double* ctl = control_->data<double>();
@@ -411,6 +426,14 @@ StepResult Trainer::train_step() {
   if (layout_.stage + 1 < layout_.stage_count())
     r.rank_loss = std::numeric_limits<double>::quiet_NaN();
   r.loss = ctl[0] / static_cast<double>(examples_per_rank * layout_.replicas);
+  // Accuracies share the loss's denominators: the step's examples.
+  const std::vector<int> top_k = model_->accuracy_top_k();
+  const std::vector<double> rank_correct(top_k_correct.begin(), top_k_correct.end());
+  r.accuracy = TopKAccuracy::of(top_k, std::span<const double>(ctl + 2, top_k.size()),
+                                static_cast<double>(examples_per_rank * layout_.replicas));
+  r.rank_accuracy =
+      TopKAccuracy::of(top_k, rank_correct, static_cast<double>(examples_per_rank));
+  if (layout_.stage + 1 < layout_.stage_count()) r.rank_accuracy = TopKAccuracy::unknown(top_k);
   r.examples = examples_per_rank * layout_.replicas;
   r.unit = train_data_->unit();
   r.seconds = std::chrono::duration<double>(clock::now() - start).count();
@@ -424,8 +447,12 @@ StepResult Trainer::train_step() {
   r.comm = w.stats();
   if (alloc_->device() == Device::meta || !w.moves_data()) {
     // Meta computes nothing; an emulated rank never hears from the others.
-    if (alloc_->device() == Device::meta) r.rank_loss = std::numeric_limits<double>::quiet_NaN();
+    if (alloc_->device() == Device::meta) {
+      r.rank_loss = std::numeric_limits<double>::quiet_NaN();
+      r.rank_accuracy = TopKAccuracy::unknown(top_k);
+    }
     r.loss = std::numeric_limits<double>::quiet_NaN();
+    r.accuracy = TopKAccuracy::unknown(top_k);
     r.grad_norm = std::numeric_limits<double>::quiet_NaN();
   }
   return r;
@@ -455,20 +482,30 @@ Model& Trainer::gather_full_model(bool optimizer_state) {
   return rank0 ? *full_model_ : *model_;
 }
 
-double Trainer::mean_loss(Model& model) {
+Trainer::EvalFigures Trainer::evaluate_model(Model& model) {
   // A fresh, unsplit validation stream each time: every evaluation and every
   // rank sees the same batches. Its buffers live on the evaluated model's
   // allocator (rank 0's full copy is on the host).
   auto val = make_batch_loader(config_, data::Split::val, data::StreamPart{}, model.allocator(),
                                model.dtype());
+  const std::vector<int> top_k = model.accuracy_top_k();
   double sum = 0;
   int64_t count = 0;
+  std::vector<double> correct(top_k.size(), 0.0);
   for (int64_t i = 0; i < config_.eval_batches; ++i) {
     val->next();
     sum += model.forward(val->inputs(), val->targets(), /*keep_for_backward=*/false);
     count += model.valid_targets();
+    const std::vector<int64_t> batch_correct = model.top_k_correct();
+    for (size_t k = 0; k < correct.size(); ++k)
+      correct[k] += static_cast<double>(batch_correct[k]);
   }
-  return sum / static_cast<double>(count);
+  EvalFigures out;
+  out.loss = sum / static_cast<double>(count);
+  out.accuracy = model.allocator().device() == Device::meta
+                     ? TopKAccuracy::unknown(top_k)
+                     : TopKAccuracy::of(top_k, correct, static_cast<double>(count));
+  return out;
 }
 
 void Trainer::merge_buffers() {
@@ -498,33 +535,54 @@ EvalResult Trainer::evaluate_all() {
   ops::ComputeStream::Scope on_stream(*stream_);
   comm::Communicator& w = *world_;
   EvalResult out;
-  // Each rank's own subnetwork, gathered to every rank.
-  OwnedTensor mine(host_allocator(), {1}, DType::f64, MemCategory::comm);
-  OwnedTensor all(host_allocator(), {w.size()}, DType::f64, MemCategory::comm);
+  // Each rank's own subnetwork's loss and accuracies, gathered to every rank:
+  // [1 + K] per rank, K = the model's top-k accuracies (none for token models).
+  const std::vector<int> top_k = model_->accuracy_top_k();
+  const int64_t figures = 1 + static_cast<int64_t>(top_k.size());
+  auto pack = [&](const EvalFigures& f, double* to) {
+    to[0] = f.loss;
+    for (size_t k = 0; k < top_k.size(); ++k) to[1 + k] = f.accuracy.value[k];
+  };
+  auto unpack = [&](const double* from) {
+    return EvalFigures{from[0], TopKAccuracy{top_k, std::vector<double>(from + 1, from + figures)}};
+  };
+  OwnedTensor mine(host_allocator(), {figures}, DType::f64, MemCategory::comm);
+  OwnedTensor all(host_allocator(), {w.size() * figures}, DType::f64, MemCategory::comm);
   merge_buffers();  // every holder of a component evaluates with the same statistics
   // Evaluation forwards free each gathered group after its last read.
   sharding_->set_training(false);
   // A pipeline stage is not a network of its own: it has no loss.
-  mine->data<double>()[0] =
-      layout_.pipelined() ? std::numeric_limits<double>::quiet_NaN() : mean_loss(*model_);
+  pack(layout_.pipelined()
+           ? EvalFigures{std::numeric_limits<double>::quiet_NaN(), TopKAccuracy::unknown(top_k)}
+           : evaluate_model(*model_),
+       mine->data<double>());
   sharding_->set_training(true);
   sharding_->release_all();
   w.all_gather(*mine, *all);
-  out.subnet_loss.assign(all->data<double>(), all->data<double>() + w.size());
+  for (int r = 0; r < w.size(); ++r) {
+    const EvalFigures f = unpack(all->data<double>() + r * figures);
+    out.subnet_loss.push_back(f.loss);
+    out.subnet_accuracy.push_back(f.accuracy);
+  }
 
   if (full_model_everywhere()) {
     out.full_loss = out.subnet_loss[static_cast<size_t>(w.rank())];
+    out.full_accuracy = out.subnet_accuracy[static_cast<size_t>(w.rank())];
   } else if (!w.moves_data()) {
-    out.full_loss = std::numeric_limits<double>::quiet_NaN();  // the other ranks' parts are absent
+    // The other ranks' parts are absent.
+    out.full_loss = std::numeric_limits<double>::quiet_NaN();
+    out.full_accuracy = TopKAccuracy::unknown(top_k);
   } else {
     Model& full = gather_full_model(false);
-    OwnedTensor loss(host_allocator(), {1}, DType::f64, MemCategory::comm);
+    OwnedTensor result(host_allocator(), {figures}, DType::f64, MemCategory::comm);
     if (w.rank() == 0) {
       recalibrate_full_model(full);
-      loss->data<double>()[0] = mean_loss(full);
+      pack(evaluate_model(full), result->data<double>());
     }
-    w.broadcast(*loss, 0);
-    out.full_loss = loss->data<double>()[0];
+    w.broadcast(*result, 0);
+    const EvalFigures f = unpack(result->data<double>());
+    out.full_loss = f.loss;
+    out.full_accuracy = f.accuracy;
   }
   return out;
 }

@@ -21,6 +21,7 @@
 #include "engine/core/allocator.h"
 #include "engine/metrics/memory_report.h"
 #include "engine/metrics/stage_stats.h"
+#include "engine/metrics/top_k_accuracy.h"
 #include "engine/train/batch_loader.h"
 #include "engine/optim/adamw.h"
 #include "engine/optim/lr_schedule.h"
@@ -39,6 +40,12 @@ struct StepResult {
   int64_t step = 0;          // 1-based number of the update just applied
   double loss = 0;           // mean loss over the step's tokens on all ranks
   double rank_loss = 0;      // this rank's mean loss (its subnetwork's)
+  // Classifiers (Model::accuracy_top_k): the top-k accuracy of the step's
+  // training forwards over all ranks' examples (counts carried by the loss's
+  // all-reduce), and this rank's subnetwork's own; empty for token models,
+  // NaN where the loss is.
+  TopKAccuracy accuracy;
+  TopKAccuracy rank_accuracy;
   double lr = 0;
   double grad_norm = 0;      // of the full model's averaged gradient, before clipping
   int64_t examples = 0;      // tokens or images processed by this step, all ranks
@@ -60,6 +67,11 @@ struct StepResult {
 struct EvalResult {
   double full_loss = 0;              // the full model (union of all components)
   std::vector<double> subnet_loss;   // each rank's own subnetwork, by rank
+  // Classifiers: the top-k accuracies on the same batches (over their valid
+  // labels), of the full model and of each rank's subnetwork; empty for
+  // token models, NaN where the loss is.
+  TopKAccuracy full_accuracy;
+  std::vector<TopKAccuracy> subnet_accuracy;  // by rank
 };
 
 class Trainer {
@@ -126,7 +138,12 @@ class Trainer {
  private:
   Trainer(const TrainConfig& config, std::unique_ptr<comm::Communicator> own_world,
           comm::Communicator* world, std::unique_ptr<Allocator> allocator);
-  double mean_loss(Model& model);
+  // The mean loss and top-k accuracies of `model` on the validation batches.
+  struct EvalFigures {
+    double loss = 0;
+    TopKAccuracy accuracy;
+  };
+  EvalFigures evaluate_model(Model& model);
   // The pipeline's stage spans for this job (balanced by counted FLOPs
   // unless config.parallel.stage_blocks says).
   std::vector<StageSpan> pipeline_spans() const;
@@ -140,9 +157,11 @@ class Trainer {
   };
   SampleStream sample_stream() const;
   // Forward and backward of the step's micro-batches through the executor,
-  // with the strategy's collectives as its hooks; returns the loss sum.
+  // with the strategy's collectives as its hooks; returns the loss sum and
+  // sets `top_k_correct` (the model's accuracy_top_k() counts, summed).
   // Pipelined jobs: fills `report` (StepResult::pipeline).
-  double run_schedule(double loss_scale, std::optional<StageStats>& report);
+  double run_schedule(double loss_scale, std::optional<StageStats>& report,
+                      std::vector<int64_t>& top_k_correct);
   // Whether every rank holds the whole model (DDP, backward masking).
   bool full_model_everywhere() const;
   // Rank 0: the whole model assembled from the owners (collective); its
@@ -177,7 +196,9 @@ class Trainer {
   LrSchedule schedule_;
   std::unique_ptr<BatchLoader> train_data_;
   ModelDataFacts facts_;
-  OwnedTensor control_;  // [2] f64 on the host: loss sum, gradient square share
+  // [2 + K] f64 on the host: loss sum, gradient square share, and the
+  // step's correct counts of each of the model's K top-k accuracies.
+  OwnedTensor control_;
   int64_t step_ = 0;
   int64_t skipped_steps_ = 0;
   // Rank 0 of a forward-masked job: the full model for evaluation and

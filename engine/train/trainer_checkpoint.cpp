@@ -21,6 +21,7 @@
 // With checkpoint_format = "sharded" every rank writes its own parts instead
 // of model / optimizer.safetensors (sharded_checkpoint.h); loading tells the
 // forms apart by the index file.
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <vector>
@@ -36,6 +37,8 @@
 #include "engine/train/rank_agreement.h"
 #include "engine/train/sharded_checkpoint.h"
 #include "engine/train/trainer.h"
+
+#include <algorithm>
 #include "models/registry.h"
 #include "models/common/parameter_pieces.h"
 #include "models/common/tensor_staging.h"
@@ -156,8 +159,8 @@ void Trainer::save_checkpoint(const fs::path& dir) {
     bool any_invalid = !invalid.empty();
     if (world_->size() > 1) {
       double* ctl = control_->data<double>();
+      std::fill(ctl, ctl + control_->numel(), 0.0);  // the step's figures are not summed here
       ctl[0] = any_invalid ? 1 : 0;
-      ctl[1] = 0;
       world_->all_reduce(*control_, comm::ReduceOp::sum);
       any_invalid = ctl[0] > 0;
     }

@@ -17,6 +17,10 @@ void BlockModel::build_components(std::vector<Component> components,
   count_component_numel(components_, params_);
 }
 
+std::vector<int> BlockModel::classifier_top_k(int64_t classes) {
+  return classes >= 10 ? std::vector<int>{1, 5} : std::vector<int>{1};
+}
+
 void BlockModel::set_blocks(std::vector<TrunkBlock*> blocks) {
   trunk_ = std::make_unique<Trunk>(params_, std::move(blocks));
   trunk_->set_hooks(&hooks_);
@@ -137,6 +141,10 @@ double BlockModel::run_stage(const Tensor& inputs, const Tensor& targets, OwnedT
     valid_targets_ = ops::count_nonnegative(targets);
     total = ops::sum(*losses);
   }
+  // Before backward turns the logits into their gradient.
+  const std::vector<int> ks = accuracy_top_k();
+  top_k_correct_.assign(ks.size(), 0);
+  if (!ks.empty()) ops::count_top_k(*h.logits, h.targets, ks, top_k_correct_);
   if (train) {
     trim_head(h);
     m.head = std::move(h);

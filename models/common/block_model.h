@@ -64,6 +64,7 @@ class BlockModel : public Model {
   double forward(const Tensor& inputs, const Tensor& targets, bool keep_for_backward = true,
                  int micro_batch = 0) override;
   int64_t valid_targets() const override { return valid_targets_; }
+  std::vector<int64_t> top_k_correct() const override { return top_k_correct_; }
   void backward(double loss_scale, bool split_weight_grads = false, const GradsReady& ready = {},
                 int micro_batch = 0) override;
   // Deferred weight gradients of every block still holding them.
@@ -152,6 +153,9 @@ class BlockModel : public Model {
   // Evaluation of the input stage and the blocks (whole span): returns the
   // last block's output, kept in `trunk`.
   const Tensor& evaluate_trunk(const Tensor& inputs, TrunkContext& trunk);
+  // The accuracies an image classifier of `classes` classes counts
+  // (accuracy_top_k): top-1, and top-5 where there are at least 10 classes.
+  static std::vector<int> classifier_top_k(int64_t classes);
   // Refuses `call` unless the model is set to the whole span.
   void check_whole(const char* call) const;
   // Drops what a training forward of `micro_batch` kept.
@@ -178,6 +182,7 @@ class BlockModel : public Model {
 
   std::map<int, MicroBatch> in_flight_;
   int64_t valid_targets_ = 0;
+  std::vector<int64_t> top_k_correct_;  // [accuracy_top_k()] of the latest loss
 };
 
 }  // namespace sdp

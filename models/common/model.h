@@ -70,6 +70,15 @@ class Model {
   virtual double forward(const Tensor& inputs, const Tensor& targets,
                          bool keep_for_backward = true, int micro_batch = 0) = 0;
   virtual int64_t valid_targets() const = 0;  // of the latest forward
+  // Classifiers count top-k accuracy at every forward that computes the
+  // loss: accuracy_top_k() lists the k (ascending; empty: none counted) and
+  // top_k_correct() gives, for the latest such forward, the valid targets
+  // among the k largest logits of their row for each k (zeros on meta).
+  // Image classifiers count top-1, and top-5 where they have at least 10
+  // classes; token models count none (a next-token top-1 would be one more
+  // pass over vocabulary-wide logits per micro-batch, and is not asked).
+  virtual std::vector<int> accuracy_top_k() const { return {}; }
+  virtual std::vector<int64_t> top_k_correct() const { return {}; }
   // Backward of micro-batch `micro_batch`'s training forward; loss_scale
   // multiplies each example's loss (1 / examples in the global batch).
   // Weight gradients of trained parameters accumulate into params().grad();

@@ -2,6 +2,7 @@
 
 #include "engine/core/error.h"
 #include "models/common/config_json.h"
+#include "models/common/model_spec.h"
 
 namespace sdp::llama {
 
@@ -77,6 +78,26 @@ LlamaConfig LlamaConfig::named(const std::string& name) {
   }
   c.validate();
   return c;
+}
+
+std::vector<std::string> LlamaConfig::keys() {
+  return {"vocab", "layers", "dim", "heads", "kv_heads", "ffn", "max_seq", "rope_theta",
+          "norm_eps", "tie"};
+}
+
+void LlamaConfig::set(const std::string& key, const std::string& value) {
+  namespace ms = model_spec;
+  if (key == "vocab") vocab = ms::positive(key, value);
+  else if (key == "layers") n_layers = ms::positive(key, value);
+  else if (key == "dim") dim = ms::positive(key, value);
+  else if (key == "heads") n_heads = ms::positive(key, value);
+  else if (key == "kv_heads") n_kv_heads = ms::positive(key, value);
+  else if (key == "ffn") ffn_dim = ms::positive(key, value);
+  else if (key == "max_seq") max_seq = ms::positive(key, value);
+  else if (key == "rope_theta") rope_theta = ms::positive_number(key, value);
+  else if (key == "norm_eps") norm_eps = ms::positive_number(key, value);
+  else if (key == "tie") tie_embeddings = ms::boolean(key, value);
+  else ms::unknown_key(name, key, keys());
 }
 
 nlohmann::json LlamaConfig::to_hf_json() const {

@@ -31,6 +31,13 @@ struct LlamaConfig {
   static LlamaConfig named(const std::string& name);
   static std::vector<std::string> names();
 
+  // Replaces one field by a model spec override (models/common/model_spec.h):
+  // vocab, layers, dim, heads, kv_heads, ffn, max_seq, rope_theta, norm_eps,
+  // tie. Throws sdp::Error for an unknown key or a bad value; validate()
+  // checks the fields together afterwards.
+  void set(const std::string& key, const std::string& value);
+  static std::vector<std::string> keys();
+
   // The architecture as a Hugging Face config. torch_dtype and the special
   // token ids belong to a checkpoint's tensors and data, not to the
   // architecture: the export adds them (engine/train/hf_export.h).

@@ -4,6 +4,7 @@
 
 #include "engine/core/error.h"
 #include "models/common/config_json.h"
+#include "models/common/model_spec.h"
 
 namespace sdp::resnet {
 
@@ -79,6 +80,14 @@ ResNetConfig ResNetConfig::named(const std::string& name, int64_t num_classes) {
   }
   c.validate();
   return c;
+}
+
+std::vector<std::string> ResNetConfig::keys() { return {"widths", "blocks"}; }
+
+void ResNetConfig::set(const std::string& key, const std::string& value) {
+  if (key != "widths" && key != "blocks") model_spec::unknown_key(name, key, keys());
+  const std::vector<int64_t> four = model_spec::positive_list(key, value, 4);
+  std::copy(four.begin(), four.end(), (key == "widths" ? widths : blocks).begin());
 }
 
 nlohmann::json ResNetConfig::to_json() const {

@@ -44,6 +44,11 @@ struct ResNetConfig {
   static std::vector<std::string> names();
   static bool is_name(const std::string& name);
 
+  // Replaces fields by a model spec override (models/common/model_spec.h):
+  // widths or blocks, four '-'-joined sizes (widths=32-64-128-256).
+  void set(const std::string& key, const std::string& value);
+  static std::vector<std::string> keys();
+
   nlohmann::json to_json() const;
   static ResNetConfig from_json(const nlohmann::json& j);
 };

@@ -41,6 +41,8 @@ class ResNetModel final : public BlockModel {
   const std::string& name() const override { return config_.name; }
   int64_t parameter_count() const override { return config_.parameter_count(); }
   nlohmann::json config_json() const override { return config_.to_json(); }
+  // Top-1, and top-5 with at least 10 classes.
+  std::vector<int> accuracy_top_k() const override { return classifier_top_k(config_.num_classes); }
   int64_t image_channels() const override { return config_.in_channels; }
 
   // images [B, C, H, W] in the model's dtype, labels [B] i32 (negative =

@@ -4,6 +4,7 @@
 
 #include "engine/core/error.h"
 #include "models/common/config_json.h"
+#include "models/common/model_spec.h"
 
 namespace sdp::swin {
 
@@ -135,6 +136,22 @@ SwinConfig SwinConfig::named(const std::string& name, int64_t num_classes) {
   c.drop_path_rate = default_drop_path(name);
   c.validate();
   return c;
+}
+
+std::vector<std::string> SwinConfig::keys() {
+  return {"embed", "depths", "heads", "window", "img", "patch", "mlp_ratio"};
+}
+
+void SwinConfig::set(const std::string& key, const std::string& value) {
+  namespace ms = model_spec;
+  if (key == "embed") embed_dim = ms::positive(key, value);
+  else if (key == "depths") depths = ms::positive_list(key, value, 0);
+  else if (key == "heads") num_heads = ms::positive_list(key, value, 0);
+  else if (key == "window") window_size = ms::positive(key, value);
+  else if (key == "img") img_size = ms::positive(key, value);
+  else if (key == "patch") patch_size = ms::positive(key, value);
+  else if (key == "mlp_ratio") mlp_ratio = ms::positive_number(key, value);
+  else ms::unknown_key(name, key, keys());
 }
 
 nlohmann::json SwinConfig::to_json() const {

@@ -58,6 +58,12 @@ struct SwinConfig {
   static SwinConfig named(const std::string& name, int64_t num_classes = 10);
   static std::vector<std::string> names();
   static bool is_name(const std::string& name);
+
+  // Replaces one field by a model spec override (models/common/model_spec.h):
+  // embed, depths and heads ('-'-joined, one per stage: depths=2-2-6-2),
+  // window, img, patch, mlp_ratio.
+  void set(const std::string& key, const std::string& value);
+  static std::vector<std::string> keys();
   // The stochastic depth rate a named model trains with by default: Swin-T's
   // recipe (0.2) for swin-t trained from scratch, none for the small ones.
   static double default_drop_path(const std::string& name);

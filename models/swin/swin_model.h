@@ -48,6 +48,8 @@ class SwinModel final : public BlockModel {
   const std::string& name() const override { return config_.name; }
   int64_t parameter_count() const override { return config_.parameter_count(); }
   nlohmann::json config_json() const override { return config_.to_json(); }
+  // Top-1, and top-5 with at least 10 classes.
+  std::vector<int> accuracy_top_k() const override { return classifier_top_k(config_.num_classes); }
   int64_t image_channels() const override { return config_.in_chans; }
   int64_t image_side() const override { return config_.img_size; }
 

@@ -23,7 +23,7 @@ if(TARGET sdp-train AND TARGET sdp-plan)
              COMMAND $<TARGET_FILE:sdp-train> ${_compose_job} --emulate-rank ${_rank}
                      --device cpu --strategy ${_strategy_args} --schedule ${_schedule})
     set_tests_properties(cli.pipeline_compose.${_name} PROPERTIES
-                         PASS_REGULAR_EXPRESSION "step +2")
+                         PASS_REGULAR_EXPRESSION "step +2  train loss")
   endforeach()
   # The planner's default list keeps backward masking with a pipeline.
   add_test(NAME cli.pipeline_compose.plan_defaults

@@ -7,7 +7,10 @@
    the contract says, the ids of <|endoftext|> and <|pad|>, the stream =
    eos + document for each document, decoding it gives the text back byte
    for byte, the val shard is the last --val-fraction of the stream, and
-   --shard-tokens splits the train stream into several files.
+   --shard-tokens splits the train stream into several files. The documents
+   come shuffled by default (every one once, not in input order, the same
+   order again for the same --seed, another for another seed) and in input
+   order with --no-shuffle.
 2. A given tokenizer.json of 70000 entries: uint32 shards (magic 20240801,
    version 7), its own <s> / </s> around each document.
 3. Bad input stops with a message naming the problem.
@@ -53,9 +56,28 @@ def check_trained(script, work):
         paths.append(os.path.join(work, f"doc{i}.txt"))
         with open(paths[-1], "w", encoding="utf-8") as f:
             f.write(d)
-    out = os.path.join(work, "bpe")
-    prepare(script, "--out", out, "--vocab-size", "400", "--val-fraction", "0.1",
-            "--shard-tokens", "200", *paths)
+    orders = {}
+    for run, flags in [("plain", ["--no-shuffle"]), ("default", []), ("again", []),
+                       ("seed", ["--seed", "99"])]:
+        out = os.path.join(work, f"bpe-{run}")
+        prepare(script, "--out", out, "--vocab-size", "400", "--val-fraction", "0.1",
+                "--shard-tokens", "200", *flags, *paths)
+        orders[run] = check_trained_output(out, docs)
+    if orders["plain"] != list(range(len(docs))):
+        hf_check.fail(f"--no-shuffle wrote the documents in order {orders['plain']}, expected "
+                      "the input order")
+    if orders["default"] == orders["plain"] or orders["default"] != orders["again"]:
+        hf_check.fail(f"shuffled orders {orders['default']} and {orders['again']} (seed 1234 "
+                      "twice): expected one order, not the input order")
+    if orders["seed"] == orders["default"]:
+        hf_check.fail(f"--seed 99 gave the order of seed 1234, {orders['seed']}")
+    print(f"document orders: --no-shuffle {orders['plain']}, seed 1234 {orders['default']}, "
+          f"seed 99 {orders['seed']}")
+
+
+def check_trained_output(out, docs):
+    """Checks one trained run's files; returns the input index of each document
+    of the stream, in stream order."""
     with open(os.path.join(out, "data.json")) as f:
         meta = json.load(f)
     from tokenizers import Tokenizer
@@ -88,19 +110,25 @@ def check_trained(script, work):
     n_val = len(hf_check.llmc_tokens(val))
     if n_val != round(0.1 * len(stream)):
         hf_check.fail(f"val holds {n_val} of {len(stream)} tokens, expected 10%")
-    # eos + document, for each document, in file order.
+    # eos + document, for each document, each input document once.
     starts = np.flatnonzero(stream == eos)
     if len(starts) != len(docs) or starts[0] != 0:
         hf_check.fail(f"eos at {starts.tolist()}: expected one before each of the {len(docs)} "
                       "documents, the first at 0")
     bounds = list(starts) + [len(stream)]
-    for i, d in enumerate(docs):
+    order = []
+    for i in range(len(docs)):
         ids = stream[bounds[i] + 1:bounds[i + 1]].tolist()
         text = tok.decode(ids, skip_special_tokens=False)
-        if text != d:
-            hf_check.fail(f"document {i} decodes to {text[:60]!r}..., expected {d[:60]!r}...")
+        if text not in docs:
+            hf_check.fail(f"document {i} of the stream decodes to {text[:60]!r}..., which is "
+                          "no input document")
+        order.append(docs.index(text))
+    if sorted(order) != list(range(len(docs))):
+        hf_check.fail(f"the stream holds input documents {order}, expected each once")
     print(f"trained BPE: vocab {meta['vocab_size']}, {len(stream)} tokens, "
           f"{len(train)} train shards + 1 val, text round-trips")
+    return order
 
 
 def check_given_large_tokenizer(script, work):
@@ -146,6 +174,7 @@ def check_bad_input(script, work):
         (["--out", work, os.path.join(work, "missing.txt")], "missing.txt' does not exist"),
         (["--out", work, "--vocab-size", "100", text], "--vocab-size 100 is invalid (valid: >= 258"),
         (["--out", work, "--val-fraction", "0.9", text], "--val-fraction 0.9 is invalid (valid: [0, 0.5])"),
+        (["--out", work, "--seed", "-1", text], "--seed -1 is invalid (valid: an integer >= 0)"),
         (["--out", work, "--tokenizer", os.path.join(work, "big.json"), "--pad-token", "<pad>",
           text], "--pad-token '<pad>' is not a token of the tokenizer"),
     ]

@@ -14,6 +14,10 @@
    tokenized, 8 tokens are generated greedily and decoded; and the model's
    loss on the engine's validation batches is the engine's eval_loss.
 
+With --custom-config, step 2 trains instead a model of the user's own: a
+small LLaMA config.json written here with data.json's vocabulary (--model
+config:PATH), which transformers then loads the same way.
+
 The run is float32, as a user would train. Tolerance of the loss: 1e-6
 relative. Both sides round in float32 (6e-8 a step) through 4 layers and a
 32000-way softmax, in different orders; measured 1.3e-8 relative here.
@@ -38,6 +42,8 @@ def main():
     p = argparse.ArgumentParser()
     p.add_argument("--sdp-train", required=True)
     p.add_argument("--prepare", required=True)
+    p.add_argument("--custom-config", action="store_true",
+                   help="train a small LLaMA given as a config.json instead of small-32k")
     p.add_argument("texts", nargs="+")
     args = p.parse_args()
 
@@ -48,9 +54,21 @@ def main():
         with open(os.path.join(data, "data.json")) as f:
             meta = json.load(f)
 
+        model = "small-32k"
+        if args.custom_config:
+            config = os.path.join(work, "config.json")
+            with open(config, "w") as f:
+                json.dump({"model_type": "llama", "architectures": ["LlamaForCausalLM"],
+                           "hidden_size": 64, "intermediate_size": 176,
+                           "num_hidden_layers": 2, "num_attention_heads": 4,
+                           "num_key_value_heads": 2, "vocab_size": meta["vocab_size"],
+                           "max_position_embeddings": 256, "rope_theta": 10000.0,
+                           "tie_word_embeddings": False}, f)
+            model = f"config:{config}"
+
         save_dir = os.path.join(work, "ckpt")
         metrics = os.path.join(work, "metrics.jsonl")
-        hf_check.run([args.sdp_train, "--model", "small-32k", "--data",
+        hf_check.run([args.sdp_train, "--model", model, "--data",
                       f"llmc:{data}/*.bin", "--steps", STEPS, "--batch", BATCH, "--seq", SEQ,
                       "--lr", "3e-3", "--warmup", "0", "--eval-every", STEPS, "--eval-batches",
                       EVAL_BATCHES, "--save-dir", save_dir, "--metrics", metrics,

@@ -4,7 +4,9 @@
 sdp-plan --fit on a small LLaMA over 4 ranks, checked three ways:
 - the list: every configuration's peak is within the budget; the rows marked
   Pareto are dominated by no row and every other row is dominated by one
-  (peak, step time, C); the Pareto rows come first;
+  (peak, step time, C); the preferred rows (every component averaged over
+  at least 2 ranks, C >= 0.25: the defaults) come first, each part by step
+  time;
 - the search: for every (composition, micro-batch, stages) whose largest
   fitting C is below (N - 1) / N, the next C, r + 1 owners, measured by
   sdp-plan --strategies on its own, is over the budget (the bisection found
@@ -68,9 +70,20 @@ def main():
         if row["pareto"] == dominated:
             failures.append(f"row {i + 1} ({row['label']}, C = {row['active_fraction']}) is "
                             f"marked pareto={row['pareto']} but dominated={dominated}")
-    marks = [row["pareto"] for row in rows]
+    for i, row in enumerate(rows):
+        want = row["owners"] >= 2 and row["active_fraction"] >= 0.25 - 1e-12
+        if row["preferred"] != want:
+            failures.append(f"row {i + 1} ({row['label']}, {row['owners']} owners, C = "
+                            f"{row['active_fraction']}) is marked preferred={row['preferred']}")
+    marks = [row["preferred"] for row in rows]
     if marks != sorted(marks, reverse=True):
-        failures.append("the Pareto rows do not come first")
+        failures.append("the preferred rows do not come first")
+    if not any(marks):
+        failures.append("no preferred row fits; the budget is meant to admit some")
+    for a, b in zip(rows, rows[1:]):
+        if a["preferred"] == b["preferred"] and \
+                a["step_time"]["seconds"] > b["step_time"]["seconds"]:
+            failures.append(f"{a['label']} ranks above {b['label']} but is slower")
 
     # The search's boundaries.
     largest = {}

@@ -94,17 +94,19 @@ inline StateBytes expected_state(const SubnetLayout& L, const ParameterSet& p, c
 
 // What one f32 training step of rank `rank` sends by the ring formulas: one
 // all-reduce per owned group with more than one owner, plus the control
-// all-reduce of two doubles over the world; backward masking adds one
+// all-reduce over the world of two doubles and one per top-k accuracy the
+// model counts (`accuracies`: 0 for LLaMA); backward masking adds one
 // broadcast per group not owned by every rank, sent by its root. (Buffers,
 // such as BatchNorm statistics, do not travel in a step.)
 struct StepTraffic {
   double reduce_bytes = 0, broadcast_bytes = 0;
   int64_t reduce_calls = 0, broadcast_calls = 0;
 };
-inline StepTraffic analytic_step_traffic(const SubnetLayout& L, const ParameterSet& p, int rank) {
+inline StepTraffic analytic_step_traffic(const SubnetLayout& L, const ParameterSet& p, int rank,
+                                         int accuracies = 0) {
   const int N = L.world;
   StepTraffic t;
-  t.reduce_bytes = 2.0 * (N - 1) / N * 16;
+  t.reduce_bytes = 2.0 * (N - 1) / N * 8 * (2 + accuracies);
   t.reduce_calls = 1;
   for (int g = 0; g < p.group_count(); ++g) {
     const StorageGroup& sg = L.groups[static_cast<size_t>(g)];

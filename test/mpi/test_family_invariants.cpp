@@ -27,8 +27,10 @@
 // "C = 1 is DDP": an SDP strategy whose every component is owned by every
 // rank trains as DDP step by step, with the same parameters after.
 // "N ranks = one process": DDP on N ranks equals one process on the same
-// global batch: losses, gradient norms, examples and the parameters each
-// rank holds.
+// global batch: losses, gradient norms, examples, a classifier's training
+// top-k accuracies and the parameters each rank holds; then a classifier's
+// evaluation (loss, top-k accuracies of the full model and of every rank's
+// subnetwork) on the same validation images.
 // "meta rank = real rank": the meta device emulating this rank predicts its
 // memory (every category, current and at the peak), its traffic by
 // collective and its number of allocations, with C = 0.5, at every shard
@@ -136,7 +138,8 @@ void owned_state_and_analytic_traffic(const Family& family) {
     CHECK(static_cast<double>(r.memory.at_peak[MemCategory::param]) == static_cast<double>(want.params));
     CHECK(static_cast<double>(r.memory.at_peak[MemCategory::grad]) == static_cast<double>(want.grads));
 
-    const StepTraffic traffic = analytic_step_traffic(L, p, rank());
+    const int accuracies = static_cast<int>(t.model().accuracy_top_k().size());
+    const StepTraffic traffic = analytic_step_traffic(L, p, rank(), accuracies);
     const comm::CommStats& sent = r.comm;
     CHECK(sent.by_op(comm::Op::all_reduce).sent_bytes ==
           Approx(traffic.reduce_bytes).epsilon(1e-12));
@@ -184,6 +187,9 @@ void n_ranks_equal_one_process(const Family& family) {
   c.dtype = "f64";  // rounding differences stay far below what is compared
   TrainConfig single = c;
   single.batch = c.batch * size();  // the windows of all ranks together
+  // The same validation images: N times the batches of a rank's size
+  // (the validation stream is read in order).
+  c.eval_batches = single.eval_batches * size();
   Trainer job(c, world());
   Trainer reference(single);  // a local world of one on every rank
   for (int s = 0; s < family.one_process_steps; ++s) {
@@ -192,6 +198,9 @@ void n_ranks_equal_one_process(const Family& family) {
     CHECK(a.loss == Approx(b.loss).epsilon(1e-12));
     CHECK(a.grad_norm == Approx(b.grad_norm).epsilon(1e-10));
     CHECK(a.examples == b.examples);
+    // A classifier's correct counts travel with the loss: the same shares.
+    CHECK(a.accuracy.k == b.accuracy.k);
+    CHECK(a.accuracy.value == b.accuracy.value);
   }
   const ParameterSet& p = job.model().params();
   const ParameterSet& q = reference.model().params();
@@ -199,6 +208,16 @@ void n_ranks_equal_one_process(const Family& family) {
   for (int g = 0; g < p.group_count(); ++g)
     CHECK(max_abs_diff(values_of(p.group_params(g)), values_of(q.group_params(g))) <
           family.one_process_tolerance);
+  // Every rank evaluates the full model it holds on the same images: a
+  // classifier's loss and accuracies are the one process's, on every rank,
+  // for the full model and for each rank's (here whole) subnetwork.
+  if (job.model().accuracy_top_k().empty()) return;
+  const EvalResult e = job.evaluate_all(), f = reference.evaluate_all();
+  CHECK(e.full_loss == Approx(f.full_loss).epsilon(1e-12));
+  CHECK(e.full_accuracy.k == f.full_accuracy.k);
+  CHECK(e.full_accuracy.value == f.full_accuracy.value);
+  REQUIRE(e.subnet_accuracy.size() == static_cast<size_t>(size()));
+  for (const TopKAccuracy& subnet : e.subnet_accuracy) CHECK(subnet.value == f.full_accuracy.value);
 }
 
 // Two steps on the world and on the meta device emulating this rank of the
