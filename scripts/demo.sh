@@ -45,7 +45,7 @@ for a in "$@"; do
     --shard | --shard=* | --activation-checkpointing | --activation-checkpointing=* | \
     --pipeline-stages* | --schedule* | --pipeline-timeline*)
       echo "demo: ${a%%=*} is set by the demo for each run; to choose it, run sdp-train" \
-           "under mpirun yourself (README: 'Running a strategy yourself')" >&2
+           "under mpirun yourself (docs/training.md: 'Running a strategy yourself')" >&2
       exit 2 ;;
   esac
 done

@@ -10,7 +10,7 @@ if(TARGET sdp-train)
                ${SDP_TRAIN} --config ${SDP_CLI_WORK}/shuffle_string.json)
   sdp_cli_case(shuffle_false_in_config PRINTS "\"shuffle\": false"
                ${SDP_TRAIN} --shuffle false --print-config)
-  set(_text_run --model tiny --data text:${CMAKE_SOURCE_DIR}/README.md --steps 1 --batch 2
+  set(_text_run --model tiny --data text:${CMAKE_SOURCE_DIR}/docs/training.md --steps 1 --batch 2
                 --seq 16 --eval-every 0 --progress false)
   sdp_cli_case(shuffle_default_text PRINTS "windows shuffled each epoch \\(seed 1234\\)"
                ${SDP_TRAIN} ${_text_run})

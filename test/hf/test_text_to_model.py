@@ -1,4 +1,5 @@
-"""From text to a Hugging Face model and back: the README's sequence.
+"""From text to a Hugging Face model and back: the documented sequence
+(docs/checkpoints-and-hf.md).
 
     test_text_to_model.py --sdp-train BIN --prepare scripts/prepare_text_data.py TEXT [TEXT ...]
 
