@@ -16,6 +16,7 @@
 #include "apps/sdp-pipeline/report.h"
 #include "engine/checkpoint/json_file.h"
 #include "engine/core/error.h"
+#include "engine/checkpoint/output_path.h"
 #include "engine/pipeline/timeline_svg.h"
 
 namespace {
@@ -200,6 +201,9 @@ pipeline::SimulationCosts costs_from_model(const Options& o, int P, std::string&
 }
 
 int run(const Options& o) {
+  // Both files are written at the end: checked before anything is simulated.
+  checkpoint::check_output_paths({{"--svg", "timeline SVG", o.svg},
+                                  {"--write-costs", "costs file", o.write_costs}});
   std::vector<std::string> names{o.schedule};
   if (!o.compare.empty())
     for (const auto& n : split_list(o.compare)) names.push_back(n);

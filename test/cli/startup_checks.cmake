@@ -87,6 +87,15 @@ if(TARGET sdp-train AND TARGET sdp-plan)
   sdp_cli_case(startup.plan_write_plan_through_file FAILS
                "--write-plan: cannot create plan file '${startup_work}/afile/p.json': Not a directory"
                ${SDP_PLAN} --model tiny --world 4 --strategies b-sdp:0.5 --write-plan ${startup_work}/afile/p.json)
+  if(TARGET sdp-pipeline)
+    sdp_cli_case(startup.pipeline_svg_through_file FAILS
+                 "--svg: cannot create timeline SVG '${startup_work}/afile/t.svg': Not a directory"
+                 ${SDP_PIPELINE} --stages 4 --micro-batches 8 --svg ${startup_work}/afile/t.svg)
+    sdp_cli_case(startup.pipeline_costs_through_file FAILS
+                 "--write-costs: cannot create costs file '${startup_work}/afile/c.json': Not a directory"
+                 ${SDP_PIPELINE} --model mini --batch 2 --seq 16 --stages 2 --micro-batches 4
+                 --flops-per-second 1e9 --write-costs ${startup_work}/afile/c.json)
+  endif()
 
   # Under mpirun every rank stops alike, with rank 0's message; the warning
   # comes from rank 0.
