@@ -137,17 +137,10 @@ void TrainingState::zero_grads() {
 }
 
 void TrainingState::init_values(uint64_t seed) {
-  if (params_.allocator().device() == Device::meta) return;
-  static CpuAllocator host;
-  for (int id = 0; id < params_.count(); ++id) {
-    if (!params_.is_materialized(id)) continue;
-    // Drawn on the host in the state dtype, then placed (and rounded) where
-    // the values live: the master copy, the shard and the parameter.
-    const Shape& shape = params_.decl(id).shape;
-    OwnedTensor drawn(host, shape, params_.state_dtype(), MemCategory::workspace);  // decl.shape
-    params_.draw_initial_value(id, seed, *drawn);
-    assign(id, Part::values, *drawn);
-  }
+  // Written where the values live: the master copy, the shard and the
+  // parameter.
+  params_.for_each_initial_value(
+      seed, [this](int id, const Tensor& value) { assign(id, Part::values, value); });
 }
 
 void TrainingState::refresh_from_master(int id) {

@@ -138,13 +138,14 @@ Trainer::Trainer(const TrainConfig& config, std::unique_ptr<comm::Communicator> 
   model_->set_drop_path(config_.drop_path >= 0 ? config_.drop_path
                                                : default_drop_path(config_.model));
   // A token model embeds only the ids it has rows for.
-  if (model_->token_vocabulary() > 0 && train_data_->vocab_size() > model_->token_vocabulary())
+  if (model_->token_vocabulary() > 0 && train_data_->vocab_size() > model_->token_vocabulary()) {
+    const std::string named = ModelSpec::parse(config_.model).name;
     fail("data '", config_.data, "' has vocabulary ", train_data_->vocab_size(), " but model ",
          model_->name(), " has only ", model_->token_vocabulary(), " embeddings (valid: ",
          "a model with at least ", train_data_->vocab_size(), ", e.g. --model ",
-         ModelSpec::parse(config_.model).name.empty() ? "config:PATH with a larger vocab_size"
-                                                      : ModelSpec::parse(config_.model).name,
-         " --vocab-size ", train_data_->vocab_size(), ")");
+         named.empty() ? "config:PATH with a larger vocab_size" : named, " --vocab-size ",
+         train_data_->vocab_size(), ")");
+  }
   state_ = TrainingState::materialize(*model_, *alloc_, dtype, layout_.held_mask(),
                                       layout_.trained_mask(), layout_.shard_plan());
   model_->set_recompute(config_.parallel.recompute());

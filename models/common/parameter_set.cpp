@@ -250,17 +250,22 @@ void ParameterSet::draw_initial_value(int id, uint64_t seed, Tensor& out) const 
   }
 }
 
-void ParameterSet::init_values(uint64_t seed) {
+void ParameterSet::for_each_initial_value(
+    uint64_t seed, const std::function<void(int, const Tensor&)>& write) const {
   SDP_CHECK(allocator_, "materialize() parameters before initializing them");
   if (allocator_->device() == Device::meta) return;
   static CpuAllocator host;
   for (int id = 0; id < count(); ++id) {
     if (!is_materialized(id)) continue;
-    // Drawn on the host in the state dtype, then placed (and rounded).
+    // Drawn on the host in the state dtype; the writer places (and rounds) it.
     OwnedTensor drawn(host, decl(id).shape, state_dtype(), MemCategory::workspace);  // decl.shape
     draw_initial_value(id, seed, *drawn);
-    assign(id, *drawn);
+    write(id, *drawn);
   }
+}
+
+void ParameterSet::init_values(uint64_t seed) {
+  for_each_initial_value(seed, [this](int id, const Tensor& value) { assign(id, value); });
 }
 
 void ParameterSet::assign(int id, const Tensor& full) {

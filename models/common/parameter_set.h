@@ -32,6 +32,7 @@
 // group, how the whole tensors are stored (WholeStorage): padded for equal
 // collective chunks, and persistent or present only while a pass needs them.
 #include <cstdint>
+#include <functional>
 #include <optional>
 #include <string>
 #include <vector>
@@ -128,6 +129,10 @@ class ParameterSet {
   // The initial value of parameter id, drawn into `out` (host, [decl.shape],
   // f32 or f64): what init_values writes.
   void draw_initial_value(int id, uint64_t seed, Tensor& out) const;
+  // Calls write(id, value) with the initial value of every held parameter
+  // and buffer (host, state dtype, [decl(id).shape]); nothing on meta.
+  void for_each_initial_value(uint64_t seed,
+                              const std::function<void(int, const Tensor&)>& write) const;
   // Writes parameter (or buffer) id's whole value from `full`
   // ([decl(id).shape], any device and dtype). A training state that keeps
   // master values or shards writes through TrainingState::assign instead.
