@@ -179,7 +179,13 @@ int run_training(const TrainConfig& config, bool dry, bool use_mpi) {
   // CUDA runs reduce device buffers through NCCL, one rank or many: the same
   // code path on a single GPU as in an N-rank job (an emulated rank keeps
   // its own emulated world).
-  if (config.device == "cuda" && config.emulate_world == 0 && !dry) {
+  const bool on_gpus = config.device == "cuda" && config.emulate_world == 0 && !dry;
+  // A lone process's world is known before any GPU is looked for: a config
+  // written for 4 ranks is refused for what it is on any machine.
+  if (on_gpus && !use_mpi)
+    if (const auto mismatch = world_mismatch(config.world, 1))
+      throw CollectiveError(*mismatch, true);
+  if (on_gpus) {
     Trainer::require_device(config.device);  // a clear message when no GPU is usable
     mpi_world = comm::make_world("nccl", options);
   }
