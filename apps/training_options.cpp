@@ -53,8 +53,8 @@ const SharedFlag kSharedFlags[] = {
      "gradients and AdamW state)"},
     {"plan", "--plan",
      "Subnet plan: cyclic, random, weighted:W0,W1,... (ranks of unequal memory: one weight or "
-     "size per rank, e.g. weighted:80GiBx4,40GiBx4; each component keeps round(C N) owners, "
-     "each rank's share of them follows its weight), or file:PATH (an ownership matrix, "
+     "size per rank, e.g. weighted:80GiBx4,40GiBx4; the round(C K) N ownerships are shared "
+     "by weight, owners per component within one), or file:PATH (an ownership matrix, "
      "{\"matrix\": [\"1010\", \"0101\"]}: a row of 0/1 per rank, or per replica of a pipeline "
      "stage)"},
     {"plan_seed", "--plan-seed", "Seed of random plans", 0, kAnyUnsigned},
@@ -74,10 +74,19 @@ const SharedFlag kSharedFlags[] = {
      1, config_limits::kPipelineStages},
     {"schedule", "--schedule",
      "Pipeline schedule: gpipe, 1f1b, gpipe-2bp, 1f1b-2bp (two-stage backward: weight "
-     "gradients deferred), zb-h1, or file:PATH (a schedule JSON)"},
+     "gradients deferred), zb-h1, 1f1b-2bp-cooldown (1f1b-2bp with deferred weight gradients "
+     "run in the cool-down's bubbles), naive, naive-2bp (no pipelining: one micro-batch at a "
+     "time), or file:PATH (a schedule JSON)"},
     {"stage_blocks", "--stage-blocks",
      "Blocks per pipeline stage, e.g. 3,3,3,3 (uneven allowed); default: balanced by counted "
      "FLOPs"},
+    {"deferred_weight_grads", "--deferred-weight-grads",
+     "How a split schedule (one with W actions: gpipe-2bp, 1f1b-2bp, zb-h1, 1f1b-2bp-cooldown, "
+     "naive-2bp, a file with I/W) runs its deferred weight gradients: per-micro-batch (each W "
+     "alone), or batched (each run of adjacent W actions of a stage as one W: every linear "
+     "weight's gradient one GEMM over the micro-batches' concatenated inputs and output "
+     "gradients, as the 2BP authors do; norm gains, embeddings and convolutions per "
+     "micro-batch)"},
 };
 // clang-format on
 

@@ -29,12 +29,18 @@ LLAMA_BATCH, LLAMA_SEQ = 8, 1024
 RESNET_MODELS, RESNET_WORLD, RESNET_BATCH, RESNET_DTYPE, RESNET_C = (
     ["resnet18", "wrn18", "swin-t"], 8, 128, "f32", 0.5)
 
-# The SDP paper's peak memory per GPU (GB) for its LLaMA composition figure.
-PAPER_GB = {"DDP": 70.9, "FSDP+AC": 11.0, "B-SDP+FSDP+AC": 9.7}
-PAPER_RATIO = {k: v / PAPER_GB["DDP"] for k, v in PAPER_GB.items()}
+# The SDP paper's composition figure lives in sdp-plan's preset
+# (apps/sdp-plan/paper_presets.cpp): `sdp-plan --paper sdp-composition` runs
+# the setup a sweep found for it and carries the paper's peaks per GPU (GB).
+COMPOSITION_PRESET = "sdp-composition"
 
 BREAKDOWN = ["param", "master", "gathered", "grad", "optim", "activation"]
 
+
+def owners_text(s):
+    """Owners per component: "6", or "5..6" where a fractional plan varies."""
+    lo, hi = s["owners_per_component"], s.get("owners_per_component_max", s["owners_per_component"])
+    return f"{lo}" if lo == hi else f"{lo}..{hi}"
 
 def llama_items(c):
     """(row name, --strategies item). Bb-SDP runs the full forward on every
@@ -79,6 +85,22 @@ def run_plan(binary, model, world, dtype, batch, seq, items):
     if got != want:
         sys.exit(f"composition_table: sdp-plan labels {got}, expected {want}")
     return cmd, report
+
+
+def paper_composition(binary):
+    """(command, report) of the composition preset; report["paper"] has the
+    paper's figures, each beside one of the preset's rows."""
+    cmd = [binary, "--paper", COMPOSITION_PRESET, "--format", "json"]
+    run = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    if run.returncode != 0:
+        sys.exit(f"composition_table: {' '.join(cmd)} failed ({run.returncode}): {run.stderr}")
+    return cmd, json.loads(run.stdout)
+
+
+def paper_peaks(report):
+    """{row label: the paper's peak per GPU in GB} from the preset's figures."""
+    return {f["label"]: f["paper"] for f in report["paper"]["figures"]
+            if f["metric"] == "peak_gb"}
 
 
 def git(*args):
@@ -152,24 +174,39 @@ def main():
                 commands.append(cmd)
                 meta_seconds += rep["seconds"]
                 text, by = table(rep, GIB, "GiB")
-                r = by["B-SDP"]["owners_per_component"]
+                r, held = owners_text(by["B-SDP"]), by["B-SDP"]["effective_active_fraction"]
                 holds, (a, b, d) = ordering(by)
                 all_hold &= holds
                 out.append(f"### {model} ({rep['parameters'] / 1e6:.1f}M parameters), {world} "
-                           f"ranks, {dtype}, C = {c} (r/N = {r}/{world} = {r / world:.4g})\n\n")
+                           f"ranks, {dtype}, C = {c} (held {held:.4g}; owners per component {r}/{world})\n\n")
                 out.append(text)
                 out.append(f"\nordering B-SDP+FSDP+AC < FSDP+AC < DDP (peak max per rank): "
                            f"{'holds' if holds else 'fails'} ({a / GIB:.2f} < {b / GIB:.2f} < "
                            f"{d / GIB:.2f} GiB)\n\n")
                 summary.append((model, world, dtype, r, by, holds))
 
+    preset_cmd, preset = paper_composition(args.sdp_plan)
+    commands.append(preset_cmd)
+    meta_seconds += preset["seconds"]
+    paper_gb = paper_peaks(preset)
+    paper_ratio = {k: v / paper_gb["DDP"] for k, v in paper_gb.items()}
     out.append("### Against the paper's ratios (peak per rank / DDP's)\n\n")
-    out.append(f"Paper: DDP {PAPER_GB['DDP']} GB, FSDP+AC {PAPER_GB['FSDP+AC']} GB "
-               f"({PAPER_RATIO['FSDP+AC']:.3f} of DDP), B-SDP+FSDP+AC {PAPER_GB['B-SDP+FSDP+AC']}"
-               f" GB ({PAPER_RATIO['B-SDP+FSDP+AC']:.3f} of DDP); ordering B-SDP+FSDP+AC < "
+    out.append(f"Paper: DDP {paper_gb['DDP']} GB, FSDP+AC {paper_gb['FSDP+AC']} GB "
+               f"({paper_ratio['FSDP+AC']:.3f} of DDP), B-SDP+FSDP+AC {paper_gb['B-SDP+FSDP+AC']}"
+               f" GB ({paper_ratio['B-SDP+FSDP+AC']:.3f} of DDP); ordering B-SDP+FSDP+AC < "
                "FSDP+AC < DDP.\n\n")
-    out.append("| model | ranks | dtype | r/N | DDP peak GiB | FSDP+AC / DDP (paper 0.155) | "
-               "B-SDP+FSDP+AC / DDP (paper 0.137) | B-SDP+FSDP+AC / FSDP+AC (paper 0.882) | "
+    pb = {s["label"]: s["peak_bytes"]["max"] for s in preset["strategies"]}
+    setup = preset["paper"]["setup"]
+    out.append(f"The paper's setup as a sweep found it (`sdp-plan --paper {COMPOSITION_PRESET}`: "
+               f"{setup['model']}, {setup['world']} ranks, {setup['dtype']}, {setup['batch']} x "
+               f"{setup['seq']} tokens per rank): DDP {pb['DDP'] / GIB:.2f}, FSDP+AC "
+               f"{pb['FSDP+AC'] / GIB:.2f}, B-SDP+FSDP+AC {pb['B-SDP+FSDP+AC'] / GIB:.2f} GiB "
+               f"(ratios {pb['FSDP+AC'] / pb['DDP']:.3f}, {pb['B-SDP+FSDP+AC'] / pb['DDP']:.3f}); "
+               "the grid below keeps 8 x 1024 tokens per rank.\n\n")
+    out.append(f"| model | ranks | dtype | owners/N | DDP peak GiB | FSDP+AC / DDP (paper "
+               f"{paper_ratio['FSDP+AC']:.3f}) | B-SDP+FSDP+AC / DDP (paper "
+               f"{paper_ratio['B-SDP+FSDP+AC']:.3f}) | B-SDP+FSDP+AC / FSDP+AC (paper "
+               f"{paper_gb['B-SDP+FSDP+AC'] / paper_gb['FSDP+AC']:.3f}) | "
                "N-SDP+FSDP+AC / DDP | ordering |\n|---|---:|---|---:|---:|---:|---:|---:|---:|---|\n")
     for model, world, dtype, r, by, holds in summary:
         p = {k: by[k]["peak_bytes"]["max"] for k in ("DDP", "FSDP+AC", "B-SDP+FSDP+AC",
@@ -187,10 +224,10 @@ def main():
             commands.append(cmd)
             meta_seconds += rep["seconds"]
             text, by = table(rep, MIB, "MiB")
-            r = by["B-SDP"]["owners_per_component"]
+            r = owners_text(by["B-SDP"])
             out.append(f"### {model} ({rep['parameters'] / 1e6:.1f}M parameters), "
                        f"{RESNET_WORLD} ranks, batch {RESNET_BATCH} images per rank, "
-                       f"{RESNET_DTYPE}, C = {RESNET_C} (r/N = {r}/{RESNET_WORLD}), "
+                       f"{RESNET_DTYPE}, C = {RESNET_C} (owners per component {r}/{RESNET_WORLD}), "
                        f"{image_groups(rep)}\n\n")
             out.append(text)
             p = {k: by[k]["peak_bytes"]["max"] for k in by}
@@ -210,8 +247,9 @@ def main():
         "other = workspace + comm) is at the peak of the rank with the highest peak; \"peak "
         "gathered\" is the gathered category's own peak (whole parameters of fully sharded "
         "groups while read), which need not fall at the total's peak; \"recompute / step\" the "
-        "share of the step's FLOPs spent recomputing checkpointed blocks. r = round(C N) owners "
-        "per component, so C = 0.6875 is 11/16 on 16 ranks but 6/8 on 8. Bb-SDP runs the full "
+        "share of the step's FLOPs spent recomputing checkpointed blocks. Each rank holds "
+        "round(C K) of the K components, so C = 0.6875 is 11 of 16 blocks at 1B on any world "
+        "(5 or 6 owners per block on 8 ranks, 11 on 16). Bb-SDP runs the full "
         "forward on every rank: with ZeRO-2 its gradients and AdamW state are sharded over each "
         "component's owners (parameters whole); with FSDP every group is sharded over the world "
         "and gathered per block like the shared group, and only owners compute its weight "

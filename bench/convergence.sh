@@ -42,33 +42,11 @@ BIN=$BUILD/bin/sdp-train
 export BIN
 me=convergence
 
-# A python3 with matplotlib: the first on PATH, else Debian's (where
-# python3-matplotlib installs), installing the package when it is missing.
-plotting_python() {
-  local py
-  for py in python3 /usr/bin/python3; do
-    if command -v "$py" >/dev/null && "$py" -c "import matplotlib" 2>/dev/null; then
-      echo "$py"
-      return
-    fi
-  done
-  if command -v apt-get >/dev/null; then
-    echo "$me: installing python3-matplotlib (Debian) for the plot" >&2
-    local sudo_cmd=()
-    [[ $(id -u) -eq 0 ]] || sudo_cmd=(sudo)
-    DEBIAN_FRONTEND=noninteractive "${sudo_cmd[@]}" apt-get install -y -qq \
-      --no-install-recommends python3-matplotlib >&2
-    /usr/bin/python3 -c "import matplotlib" && echo /usr/bin/python3 && return
-  fi
-  echo "$me: no python3 with matplotlib: install it (Debian: apt-get install -y" \
-       "python3-matplotlib; elsewhere: python3 -m venv v && v/bin/pip install matplotlib," \
-       "then run with v/bin on PATH) and re-plot with: bash bench/convergence.sh --plot" >&2
-  exit 1
-}
+source bench/plotting_python.sh
 
 plot() {
   local py
-  py=$(plotting_python)
+  py=$(sdp_plotting_python "$me" "bash bench/convergence.sh --plot")
   mkdir -p "$(dirname "$PLOT")" "$(dirname "$REPORT")"
   "$py" bench/plot_convergence.py --dir "$OUT" --plot "$PLOT" --report "$REPORT" \
     --strategies "ddp $STRATEGIES"

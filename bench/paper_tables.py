@@ -5,8 +5,17 @@
 
 Prints Markdown to stdout and writes no file: each table with the setup that
 produced it (the sdp-plan commands), the paper's figures beside ours where
-the paper gives them. The tables (NAME for --only):
+the paper gives them. The paper's figures live in one place, sdp-plan's
+presets (apps/sdp-plan/paper_presets.cpp); every script here reads them from
+`sdp-plan --paper NAME --format json`. The tables (NAME for --only):
 
+  presets      every preset of `sdp-plan --paper list` (the LLaMA 134M / 500M /
+               1B planner tables, the composition figure's setup found by a
+               sweep, ResNet-18, WRN-18, Swin-T), each run as
+               `sdp-plan --paper NAME`: our tables, then ours beside the
+               paper's figures, which parts of the setup are the paper's and
+               which inferred, and communication counted as sent and with
+               each buffer once
   llama        the LLaMA 134M / 500M / 1B planner tables on 8 ranks: DDP and
                the four SDP variants at C = 0.69, 0.5, 0.375, their analytic
                expectations, the paper's 1B and 500M savings
@@ -31,7 +40,7 @@ import sys
 import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-TABLES = ("llama", "composition", "vision")
+TABLES = ("presets", "llama", "composition", "vision")
 
 
 def fail(message):
@@ -44,6 +53,31 @@ def script_output(script, *args):
     if done.returncode != 0:
         fail(f"{script} failed (exit {done.returncode}):\n{done.stderr.strip()}")
     return done.stdout
+
+
+def preset_names(sdp_plan):
+    """The names `sdp-plan --paper list` prints, one an indented line."""
+    done = subprocess.run([sdp_plan, "--paper", "list"], stdout=subprocess.PIPE,
+                          stderr=subprocess.PIPE, text=True)
+    if done.returncode != 0:
+        fail(f"sdp-plan --paper list failed (exit {done.returncode}):\n{done.stderr.strip()}")
+    return [line.split()[0] for line in done.stdout.splitlines() if line.startswith("  ")]
+
+
+def presets_section(sdp_plan):
+    parts = ["## The paper's setups: `sdp-plan --paper NAME`\n"]
+    for name in preset_names(sdp_plan):
+        done = subprocess.run([sdp_plan, "--paper", name], stdout=subprocess.PIPE,
+                              stderr=subprocess.PIPE, text=True)
+        if done.returncode != 0:
+            fail(f"sdp-plan --paper {name} failed (exit {done.returncode}):\n"
+                 f"{done.stderr.strip()}")
+        # One level down: the report's "## sdp-plan: MODEL ..." heads this
+        # preset, its "### Against the SDP paper" comes under it.
+        text = done.stdout.replace("### Against the SDP paper", "#### Against the SDP paper")
+        text = text.replace("## sdp-plan: ", f"### `sdp-plan --paper {name}`: ", 1)
+        parts.append(text)
+    return "\n".join(parts)
 
 
 def main():
@@ -64,6 +98,8 @@ def main():
 
     start = time.monotonic()
     sections = []
+    if "presets" in wanted:
+        sections.append(presets_section(sdp_plan))
     if "llama" in wanted:
         sys.path.insert(0, HERE)
         import sdp_dry_run_tables  # noqa: E402  (the sibling script, as a module)

@@ -57,23 +57,11 @@ REPORT=${REPORT:-bench/results/resnet_convergence.md}
 BIN=$BUILD/bin/sdp-train
 me=resnet_convergence
 
-# A python3 with matplotlib: the first on PATH, else Debian's.
-plotting_python() {
-  local py
-  for py in python3 /usr/bin/python3; do
-    if command -v "$py" >/dev/null && "$py" -c "import matplotlib" 2>/dev/null; then
-      echo "$py"
-      return
-    fi
-  done
-  echo "$me: no python3 with matplotlib: install it (Debian: apt-get install -y" \
-       "python3-matplotlib) and re-plot with: bash bench/resnet_convergence.sh --plot" >&2
-  exit 1
-}
+source bench/plotting_python.sh
 
 plot() {
   local py
-  py=$(plotting_python)
+  py=$(sdp_plotting_python "$me" "bash bench/resnet_convergence.sh --plot")
   mkdir -p "$(dirname "$PLOT")" "$(dirname "$REPORT")"
   "$py" bench/plot_resnet_convergence.py --dir "$OUT" --plot "$PLOT" --report "$REPORT" \
     --strategies "ddp $STRATEGIES"

@@ -23,12 +23,16 @@ import sys
 import tempfile
 
 MIB = 2**20
-PAPER = {
-    "resnet": ("The SDP paper reports, for ResNet-18 / WRN-18 on CIFAR, SDP reaching DDP's "
-               "accuracy with 40% of DDP's memory and N-SDP beating DDP at 64% of it."),
-    "swin": ("The SDP paper reports, for Swin-T on CIFAR, B-SDP matching DDP's CIFAR-10 accuracy "
-             "with 68% of DDP's memory and improving CIFAR-100's by about 2 points at 32% less."),
-}
+# The paper's figures live in sdp-plan's presets (apps/sdp-plan/paper_presets.cpp);
+# `sdp-plan --paper NAME --format json` gives them.
+PRESET = {"resnet": "sdp-resnet18", "swin": "sdp-swin-t"}
+
+
+def paper_text(plan_bin, fam):
+    """The paper's figures for a family, in words, from its preset."""
+    rep = json.loads(run([plan_bin, "--paper", PRESET[fam], "--format", "json"]))
+    figures = "; ".join(f["what"] for f in rep["paper"]["figures"])
+    return f"The SDP paper ({rep['paper']['source']}): {figures}."
 
 
 def family(model):
@@ -97,7 +101,7 @@ def main():
         ddp_mean = ddp["peak_bytes"]["mean"]
         print(f"\n### {model} ({rep['parameters'] / 1e6:.1f}M parameters), {args.world} ranks, "
               f"batch {args.batch} per rank, {args.dtype}, {groups(rep)}\n")
-        head = ("| strategy | C | owners r/N | dry-run peak max MiB | max vs DDP | dry-run peak mean MiB | "
+        head = ("| strategy | C | owners/N | dry-run peak max MiB | max vs DDP | dry-run peak mean MiB | "
                 "mean vs DDP | activation at peak MiB | param+grad+optim MiB |")
         sep = "|---|---:|---:|---:|---:|---:|---:|---:|---:|"
         if args.measure:
@@ -111,7 +115,9 @@ def main():
             at = r["at_peak"]
             state = at["param"] + at["master"] + at["grad"] + at["optim"]
             line = (f"| {r['label']} | {r['active_fraction']:g} | "
-                    f"{r['owners_per_component']}/{args.world} | {peak['max'] / MIB:.1f} | "
+                    f"{r['owners_per_component']}"
+                    f"{'' if r.get('owners_per_component_max', r['owners_per_component']) == r['owners_per_component'] else '..' + str(r['owners_per_component_max'])}"
+                    f"/{args.world} | {peak['max'] / MIB:.1f} | "
                     f"{peak['max'] / ddp_max:.0%} | {peak['mean'] / MIB:.1f} | "
                     f"{peak['mean'] / ddp_mean:.0%} | {at['activation'] / MIB:.1f} | "
                     f"{state / MIB:.1f} |")
@@ -123,7 +129,7 @@ def main():
                 line += f" {got / MIB:.1f} ({rank}) | {got / ddp_measured:.0%} |"
             print(line, flush=True)
     for fam in dict.fromkeys(family(m) for m in args.models.split(",")):
-        print(f"\n{PAPER[fam]}")
+        print(f"\n{paper_text(args.plan_bin, fam)}")
 
 
 if __name__ == "__main__":

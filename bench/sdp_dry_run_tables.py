@@ -28,11 +28,34 @@ VARIANTS = ["b-sdp", "n-sdp", "bb-sdp", "nb-sdp"]
 STRATEGIES = ",".join(["ddp"] + [f"{v}:{c}" for v in VARIANTS for c in FRACTIONS])
 GIB, MIB, MB = 2**30, 2**20, 1e6
 
-# The SDP paper's figures (Singh et al., "Model Parallelism With Subnetwork
-# Data Parallelism", arXiv:2507.09029), as quoted in the issue.
-PAPER_1B_SAVING, PAPER_1B_C = 0.28, 0.69
-PAPER_1B_SDP_MB, PAPER_1B_DDP_MB = 2253, 3143
-PAPER_500M_SAVING, PAPER_500M_C = 0.40, 0.5
+# The three 8-rank tables are sdp-plan's presets of the SDP paper's setups
+# (Singh et al., "Model Parallelism With Subnetwork Data Parallelism",
+# arXiv:2507.09029): `sdp-plan --paper sdp-llama-1b` runs WORLD ranks, BATCH x
+# SEQ tokens, DTYPE and STRATEGIES, and its JSON carries the paper's figures,
+# which live only there (apps/sdp-plan/paper_presets.cpp). The constants above
+# are for the extra runs (16 ranks, random plans) and are checked against the
+# presets' setup.
+PRESET = {m: "sdp-" + m for m in MODELS}
+
+
+def run_preset(binary, model):
+    cmd = [binary, "--paper", PRESET[model], "--format", "json"]
+    out = subprocess.run(cmd, check=True, stdout=subprocess.PIPE, text=True).stdout
+    report = json.loads(out)
+    setup = report["paper"]["setup"]
+    if (setup["world"], setup["batch"], setup["seq"], setup["dtype"], setup["strategies"]) != (
+            WORLD, BATCH, SEQ, DTYPE, STRATEGIES):
+        sys.exit(f"sdp_dry_run_tables: the preset {PRESET[model]} is {setup}, not the setup "
+                 "this script's extra runs assume; update WORLD, BATCH, SEQ, DTYPE, FRACTIONS")
+    return cmd, report
+
+
+def paper_value(report, item, metric):
+    """The paper's figure of the preset's report set beside our row `item`."""
+    for f in report["paper"]["figures"]:
+        if f["item"] == item and f["metric"] == metric:
+            return f["paper"]
+    raise KeyError(f"sdp-plan --paper {report['paper']['name']} has no {metric} figure for {item}")
 
 
 def run_plan(binary, model, world, strategies, *extra):
@@ -92,9 +115,12 @@ class Shapes:
 def expected(shapes, s, ddp):
     """Analytic peak (max rank) and mean bytes sent of strategy s, from the
     model's shapes and DDP's measured activation and workspace."""
-    n, r, k, g = WORLD, s["owners_per_component"], s["components"], s["granularity"]
-    c_mean = r / n
-    c_max = math.ceil(r * k / n) / k  # the rank owning the most components
+    n, k, g = WORLD, s["components"], s["granularity"]
+    # Every rank holds m = round(C K) of the K components: c = m / K on
+    # every rank, and r = c N owners per component on the mean (floor or
+    # ceil of it on each component).
+    c_mean = c_max = s["effective_active_fraction"]
+    r = c_mean * n
     P, M, S = shapes.P, shapes.M[g], shapes.shared(g)
     held = S + c_max * M
     ddp_at = ddp["at_peak"]
@@ -156,7 +182,7 @@ def model_table(report):
         "communication per rank per step, MB = 10^6 bytes (MiB = 2^20 bytes in brackets); "
         "\"model\" = the analytic expectation.",
         "",
-        "| strategy | C | owners r/8 | gap | params+grads+Adam | activations | peak max | "
+        "| strategy | C | owners /8 | gap | params+grads+Adam | activations | peak max | "
         "saving vs DDP | model | sent mean MB [MiB] | sent max MB | vs DDP | model |",
         "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
     ]
@@ -166,12 +192,18 @@ def model_table(report):
         peak, sent = s["peak_bytes"]["max"], s["sent_bytes"]
         model_peak, model_sent = expected(shapes, s, ddp)
         lines.append(
-            f"| {label(s)} | {s['active_fraction']:g} | {s['owners_per_component']}/{WORLD} | "
+            f"| {label(s)} | {s['active_fraction']:g} | {owners_text(s)}/{WORLD} | "
             f"{s['spectral_gap']:.3f} | {state / GIB:.2f} | {at['activation'] / GIB:.2f} | "
             f"{peak / GIB:.2f} | {pct(1 - peak / ddp_peak)} | {pct(1 - model_peak / ddp_peak)} | "
             f"{sent['mean'] / MB:.1f} [{sent['mean'] / MIB:.1f}] | {sent['max'] / MB:.1f} | "
             f"{sent['mean'] / ddp_sent:.3f} | {model_sent / ddp_sent:.3f} |")
     return "\n".join(lines)
+
+
+def owners_text(s):
+    """Owners per component: "6", or "5..6" where a fractional plan varies."""
+    lo, hi = s["owners_per_component"], s.get("owners_per_component_max", s["owners_per_component"])
+    return f"{lo}" if lo == hi else f"{lo}..{hi}"
 
 
 def find(report, strategy, c):
@@ -196,12 +228,17 @@ def variants_text(report, c, fmt):
 
 def paper_section(r1b, r500, r1b16, rrand, gaps):
     """The comparison with the paper, every figure computed from the runs."""
+    PAPER_1B_C, PAPER_500M_C = 0.69, 0.5
+    PAPER_1B_SAVING = paper_value(r1b, f"b-sdp:{PAPER_1B_C}", "saving_vs_ddp")
+    PAPER_1B_SDP_MB = paper_value(r1b, f"b-sdp:{PAPER_1B_C}", "sent_mb_per_rank")
+    PAPER_1B_DDP_MB = paper_value(r1b, "ddp", "sent_mb_per_rank")
+    PAPER_500M_SAVING = paper_value(r500, f"b-sdp:{PAPER_500M_C}", "saving_vs_ddp")
     sh = Shapes(r1b)
     ddp = r1b["strategies"][r1b["baseline"]]
     b69, b16 = find(r1b, "b-sdp", 0.69), find(r1b16, "b-sdp", 0.6875)
     ddp16 = r1b16["strategies"][r1b16["baseline"]]
-    c8 = b69["owners_per_component"] / WORLD
-    c16 = b16["owners_per_component"] / 16
+    c8 = b69["effective_active_fraction"]
+    c16 = b16["effective_active_fraction"]
     sshare = 1 - sh.block_share("block")
     at = ddp["at_peak"]
     ddp_state = at["param"] + at["grad"] + at["optim"]
@@ -233,10 +270,11 @@ def paper_section(r1b, r500, r1b16, rrand, gaps):
         "| figure | SDP paper | ours, 8 ranks | ours, 16 ranks, C = 11/16 |",
         "|---|---:|---:|---:|",
         f"| 1B peak-memory saving vs DDP at C = {PAPER_1B_C} | ~{100 * PAPER_1B_SAVING:.0f}% | "
-        f"{variants_text(r1b, 0.69, f)} (r = {b69['owners_per_component']}/8: C = {c8:g}) | "
+        f"{variants_text(r1b, 0.69, f)} ({round(c8 * b69['components'])} of "
+        f"{b69['components']} blocks per rank, {owners_text(b69)} owners: C = {c8:g}) | "
         f"{variants_text(r1b16, 0.6875, f)} |",
-        f"| 1B communication per rank per step, SDP vs DDP | {PAPER_1B_SDP_MB} vs "
-        f"{PAPER_1B_DDP_MB} MB ({paper_ratio:.3f}) | B-SDP {b69['sent_bytes']['mean'] / MB:.0f} vs "
+        f"| 1B communication per rank per step, SDP vs DDP | {PAPER_1B_SDP_MB:.0f} vs "
+        f"{PAPER_1B_DDP_MB:.0f} MB ({paper_ratio:.3f}) | B-SDP {b69['sent_bytes']['mean'] / MB:.0f} vs "
         f"{ddp['sent_bytes']['mean'] / MB:.0f} MB ({comm_ratio(r1b, b69):.3f}) | B-SDP "
         f"{b16['sent_bytes']['mean'] / MB:.0f} vs {ddp16['sent_bytes']['mean'] / MB:.0f} MB "
         f"({comm_ratio(r1b16, b16):.3f}) |",
@@ -251,14 +289,14 @@ def paper_section(r1b, r500, r1b16, rrand, gaps):
 What explains each difference (every number here is computed by the script
 from the runs above):
 
-- **C = 0.69 is not a plan on 8 ranks.** Every component gets r = round(C N)
-  owners, so at N = 8 C = 0.69 becomes r = {b69['owners_per_component']}: each rank holds
-  {c8:g} of the blocks (12 of 16 at 1B), not 0.69. The paper's 0.69 reads as
-  11 of 16 blocks (0.6875), which needs a world where r/N = 11/16. The
-  16-rank column runs exactly that (`--world 16 --strategies
-  ddp,b-sdp:0.6875,...`) and lands on the paper's figures: B-SDP saves
-  {f(r1b16, b16)} of the peak (paper ~28%) and sends {comm_ratio(r1b16, b16):.3f} of DDP's
-  bytes (paper {paper_ratio:.3f}).
+- **C = 0.69 is 11 of 16 blocks on any world.** Each rank holds round(C K)
+  of the K blocks, so at 1B C = 0.69 gives every rank {round(c8 * b69['components'])} of
+  {b69['components']} blocks ({c8:g}), {owners_text(b69)} owners per block on 8 ranks
+  and {owners_text(b16)} on 16. B-SDP saves {f(r1b, b69)} of the peak on 8 ranks and
+  {f(r1b16, b16)} on 16 (paper ~28%), and sends {comm_ratio(r1b, b69):.3f} and
+  {comm_ratio(r1b16, b16):.3f} of DDP's bytes (paper {paper_ratio:.3f}). (Before plans
+  held fractional C, every component had round(C N) owners: 6 of 8 ranks,
+  so C = 0.75 and a 22.6% saving on 8 ranks.)
 - **The saving of forward masking hardly depends on precision, batch or
   sequence.** At 1B the blocks hold {pct(1 - sshare)} of the parameters and
   {pct(act_share)} of the activations at the peak (the rest: embeddings, head,
@@ -275,7 +313,7 @@ from the runs above):
   activation saving is smaller and shrinks further with longer sequences.
 - **Absolute communication.** DDP sends 2(N-1)/N x {sh.P * 4 / MB:.0f} MB of f32
   gradients (+16 bytes of loss and norm) = {ddp['sent_bytes']['mean'] / MB:.0f} MB per
-  rank at N = 8, {ddp16['sent_bytes']['mean'] / MB:.0f} MB at N = 16; the paper's {PAPER_1B_DDP_MB} MB
+  rank at N = 8, {ddp16['sent_bytes']['mean'] / MB:.0f} MB at N = 16; the paper's {PAPER_1B_DDP_MB:.0f} MB
   is {PAPER_1B_DDP_MB / (ddp['sent_bytes']['mean'] / MB):.2f} of our 8-rank figure. bf16 gradients would
   halve ours ({ddp['sent_bytes']['mean'] / MB / 2:.0f} MB at N = 8); the rest depends on how the
   paper counts (ring factor, payload or bytes on the wire) and on its exact
@@ -308,10 +346,11 @@ from the runs above):
   depends on the tokens per rank: between {pct(0.5 * sh.block_share('neuron'))} (state only) and
   {pct(0.5 * sh.act_scalable('neuron') / at['activation'])} (activations only) at 1B, C = 0.5, falling
   towards the latter as batch x sequence grows.
-- **Uneven plans.** When r K / N is not an integer, ranks own different
-  numbers of components and the tables report the busiest rank (peak max,
-  sent max): at 500M (20 blocks) C = 0.375 gives r = 3 and 7.5 blocks per
-  rank, so ranks hold 7 or 8 and B-SDP saves {f(r500, b375_500)} on the rank with 8.
+- **Uneven owner counts.** Every rank holds round(C K) components; when
+  that times N / K is not an integer, components have different numbers of
+  owners (column "owners"): at 500M (20 blocks) C = 0.375 gives every rank
+  {round(b375_500['effective_active_fraction'] * b375_500['components'])} of 20 blocks (7.5 rounded up), {owners_text(b375_500)} owners per
+  block, and B-SDP saves {f(r500, b375_500)}.
 - **Cyclic vs random plans.** Both give every rank the same number of
   components. For B-SDP that fixes the bytes, so memory and traffic are equal
   (1B, C = 0.5: peak {rb['peak_bytes']['max'] / GIB:.2f} GiB random, {cb['peak_bytes']['max'] / GIB:.2f} cyclic)
@@ -326,9 +365,9 @@ from the runs above):
 
 How the "model" columns are computed: with P parameters, M of them maskable
 (whole blocks for B-SDP/Bb-SDP; head and FFN groups for N-SDP/Nb-SDP, whose
-block norms stay shared), S = P - M shared, r owners per component out of N
-ranks, c = r/N and c_max = ceil(r K / N) / K for K components (the busiest
-rank): forward masking holds 16 (S + c_max M) bytes of f32 parameters,
+block norms stay shared), S = P - M shared, each rank holding m = round(C K)
+of the K components, c = c_max = m / K, and r = c N owners per component on
+the mean (floor or ceil of it per component): forward masking holds 16 (S + c_max M) bytes of f32 parameters,
 gradients and Adam moments, and DDP's activations minus (1 - c_max) of the
 blocks' saved activations (per token and block: 8 D + 3 F + H + 2 f32 values
 for B-SDP, of which the 4 D + 2 of the residual stream stay under N-SDP);
@@ -346,7 +385,7 @@ def build_section(binary):
     start = time.monotonic()
     reports, commands = {}, []
     for model in MODELS:
-        cmd, reports[model] = run_plan(binary, model, WORLD, STRATEGIES)
+        cmd, reports[model] = run_preset(binary, model)
         commands.append(cmd)
     cmd16, r1b16 = run_plan(binary, "llama-1b", 16,
                             ",".join(["ddp"] + [f"{v}:0.6875" for v in VARIANTS]))
@@ -383,7 +422,8 @@ def build_section(binary):
         "allocator; bytes sent per rank by the ring formulas (all-reduce 2(k-1)/k S on a group "
         "of k, broadcast S at the root). Shared components (embeddings, final norm, head; at "
         "neuron level also the block norms) are all-reduced over all ranks. C = 1 is DDP; C is "
-        "as requested, the plan gives every component r = round(C N) owners (column r/8).",
+        "as requested, each rank holds round(C K) of the K components (halves up), so a "
+        "component has floor or ceil of C N owners (column: owners per component of 8).",
         "",
     ]
     for model in MODELS:

@@ -10,7 +10,8 @@ rank (the largest over ranks and steps) with the saving against DDP, the
 bytes sent per rank per step (the mean over ranks, averaged over the steps)
 with the ratio to DDP, and with --step-time the median step time (rank 0's
 wall time of a training step, evaluation excluded). Runs of a classifier
-(ResNet, Swin) add the full model's final eval top-1 and top-5 accuracy. The DDP row (no sharding, no
+(ResNet, Swin) add the full model's final eval top-1 and top-5 accuracy, and
+of a LLaMA its next-token top-1. The DDP row (no sharding, no
 recomputation), when present, is the reference; without it the comparison
 columns show "-". Standard library only, so that any python3 runs it.
 """
@@ -67,7 +68,7 @@ def read_run(path):
         "world": parallel.get("world", 1),
         "steps": summary["steps"],
         "eval_loss": summary.get("final_eval_loss"),
-        # Classifiers only (token models count no accuracy).
+        # Classifiers: top-1 and top-5; token models: the next token's top-1.
         "top1": summary.get("final_eval_top1"),
         "top5": summary.get("final_eval_top5"),
         "classifier": "final_eval_top1" in summary,
@@ -163,8 +164,8 @@ def main(args):
         print(line(row))
     print("eval loss: full model (union of all ranks' subnets) on the validation batches; "
           "gap: eval loss - entropy rate;\n"
-          + ("top-1, top-5: the full model's eval accuracy (label among the 1 or 5 largest "
-             "logits);\n" if classifier else "")
+          + ("top-1, top-5: the full model's eval accuracy (label, or next token, among the "
+             "1 or 5 largest logits);\n" if classifier else "")
           + "peak: largest per-rank peak over ranks and steps, "
           "saving against DDP; sent: bytes per rank per step (mean over ranks), ratio to DDP"
           + (";\nstep: median wall time of a training step on rank 0 (the ranks share the cores)."

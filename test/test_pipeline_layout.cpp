@@ -79,7 +79,7 @@ TEST_CASE("plan files: a given ownership matrix, refused when it does not fit",
       {R"({"matrix": ["1010"]})", "has 1 rows; this job's plan has 2 ranks"},
       {R"({"matrix": ["101", "010"]})", "row 0 has 3 columns; the model has 4 maskable components"},
       {R"({"matrix": ["10x0", "0101"]})", "row 0 has 'x' (valid: 0, 1)"},
-      {R"({"matrix": ["1000", "0100"]})", "component"},  // blocks 2 and 3 have no owner
+      {R"({"matrix": ["1000", "0100"]})", "components block.2, block.3 have no owner"},
       {R"({"rows": []})", "expected {\"matrix\""}};
   for (const auto& [text, message] : bad) {
     CAPTURE(text);

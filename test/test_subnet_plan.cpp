@@ -48,31 +48,29 @@ PlanRequest request(int world, int components, double fraction,
   return q;
 }
 
-// The properties every built plan has, whatever its construction.
-void check_built_plan(const SubnetPlan& plan, int n, int k, int r) {
+// The properties every built plan has, whatever its construction: each rank
+// holds m components, each component floor(m N / K) or ceil(m N / K) owners.
+void check_built_plan(const SubnetPlan& plan, int n, int k, int m) {
   REQUIRE(plan.world() == n);
   REQUIRE(plan.components() == k);
   int total = 0;
   for (int c = 0; c < k; ++c) {
     const auto& owners = plan.owners(c);
-    REQUIRE(static_cast<int>(owners.size()) == r);
+    REQUIRE(static_cast<int>(owners.size()) >= m * n / k);
+    REQUIRE(static_cast<int>(owners.size()) <= (m * n + k - 1) / k);
     REQUIRE(std::is_sorted(owners.begin(), owners.end()));
     REQUIRE(std::adjacent_find(owners.begin(), owners.end()) == owners.end());
     for (int i = 0; i < n; ++i)
       REQUIRE(plan.owns(i, c) == std::binary_search(owners.begin(), owners.end(), i));
   }
-  const int lo = r * k / n, hi = (r * k + n - 1) / n;
   for (int i = 0; i < n; ++i) {
     const auto owned = plan.owned(i);
     REQUIRE(std::is_sorted(owned.begin(), owned.end()));
     for (int c : owned) REQUIRE(plan.owns(i, c));
-    const int count = static_cast<int>(owned.size());
-    // The documented bound: floor(rK/N) or ceil(rK/N) (equal when N | rK).
-    REQUIRE(count >= lo);
-    REQUIRE(count <= hi);
-    total += count;
+    REQUIRE(static_cast<int>(owned.size()) == m);
+    total += static_cast<int>(owned.size());
   }
-  REQUIRE(total == r * k);
+  REQUIRE(total == m * n);
   const auto& sets = plan.owner_sets();
   REQUIRE(std::is_sorted(sets.begin(), sets.end()));
   REQUIRE(std::adjacent_find(sets.begin(), sets.end()) == sets.end());
@@ -103,33 +101,36 @@ TEST_CASE("plan construction names parse and print", "[plan]") {
       Contains("unknown plan construction 'ring'") && Contains("valid: cyclic, random"));
 }
 
-TEST_CASE("built plans give r owners per component and balanced ranks for many N, K, C", "[plan]") {
+TEST_CASE("built plans give every rank round(C K) components and balanced owners for many N, K, C",
+          "[plan]") {
   int checked = 0;
   for (int n : {1, 2, 3, 4, 5, 6, 8, 12, 16}) {
     for (int k : {1, 2, 3, 4, 5, 7, 8, 12, 16, 33}) {
       for (double c : {0.1, 0.25, 0.3, 1.0 / 3, 0.5, 0.6, 0.75, 0.9, 1.0}) {
-        const long r = std::lround(c * n);
-        if (r < 1) continue;  // refused; see the refusal test
+        // One rank holds every component.
+        const auto m = n == 1 ? k : static_cast<int>(std::floor(c * k + 0.5 + 1e-9));
+        if (m < 1 || m * n < k) continue;  // refused; see the refusal test
         for (auto construction : {PlanConstruction::cyclic, PlanConstruction::random}) {
           CAPTURE(n, k, c, plan_construction_name(construction));
           const auto plan = SubnetPlan::build(request(n, k, c, construction, 42));
-          check_built_plan(plan, n, k, static_cast<int>(r));
+          check_built_plan(plan, n, k, m);
           REQUIRE(plan.active_fraction() == c);
           ++checked;
         }
       }
     }
   }
-  REQUIRE(checked > 1000);
+  REQUIRE(checked > 600);
 }
 
 TEST_CASE("cyclic plans own consecutive ranks per component and a cyclic window per rank",
           "[plan]") {
+  // Where C N = r and r K / N are whole: the rule before fractional C.
   for (int n : {2, 3, 4, 5, 8, 16}) {
     for (int k : {1, 3, 4, 8, 10, 24}) {
       for (double c : {0.25, 0.5, 0.75}) {
         const int r = static_cast<int>(std::lround(c * n));
-        if (r < 1) continue;
+        if (r < 1 || std::abs(c * n - r) > 1e-12 || (r * k) % n != 0) continue;
         CAPTURE(n, k, c);
         const auto plan = SubnetPlan::build(request(n, k, c));
         const auto m = matrix_of(plan);
@@ -213,7 +214,7 @@ TEST_CASE("random plans are determined by their seed", "[plan]") {
   const auto c = SubnetPlan::build(other);
   REQUIRE(matrix_of(a) != matrix_of(c));
   REQUIRE(a.hash() != c.hash());
-  check_built_plan(c, 8, 16, 4);
+  check_built_plan(c, 8, 16, 8);
 
   // The cyclic construction ignores the seed.
   auto cyclic = q;
@@ -223,13 +224,14 @@ TEST_CASE("random plans are determined by their seed", "[plan]") {
   REQUIRE(SubnetPlan::build(cyclic).hash() == d.hash());
 }
 
-TEST_CASE("an explicit owner count overrides round(C N)", "[plan]") {
+TEST_CASE("an explicit count of components per rank overrides round(C K)", "[plan]") {
   PlanRequest q = request(5, 10, 0.5, PlanConstruction::random, 4);
-  q.owners = 4;
-  check_built_plan(SubnetPlan::build(q), 5, 10, 4);
+  q.per_rank = 8;
+  check_built_plan(SubnetPlan::build(q), 5, 10, 8);
   q.construction = PlanConstruction::cyclic;
-  q.owners = 1;
-  check_built_plan(SubnetPlan::build(q), 5, 10, 1);
+  q.per_rank = 2;
+  check_built_plan(SubnetPlan::build(q), 5, 10, 2);
+  REQUIRE(SubnetPlan::build(q).held_fraction() == Approx(0.2));
 }
 
 TEST_CASE("plan hash is equal for equal matrices and differs otherwise", "[plan]") {
@@ -284,8 +286,10 @@ TEST_CASE("table shows ownership, counts and gap, and warns about ranks owning n
   REQUIRE_THROWS_WITH(plan.table({"a", "b"}), Contains("2 component names for 4 components") &&
                                                   Contains("valid: none, or one per component"));
 
-  // K < N: some ranks own nothing and must be visible.
-  const auto sparse = SubnetPlan::build(request(8, 2, 0.25));
+  // Some ranks own nothing (a written plan: built ones hold m >= 1 each)
+  // and must be visible.
+  const auto sparse = SubnetPlan::from_matrix(
+      parse({"10", "10", "00", "00", "01", "01", "00", "00"}));
   const std::string s = sparse.table();
   CAPTURE(s);
   REQUIRE_THAT(
@@ -317,11 +321,14 @@ TEST_CASE("to_json reports the plan", "[plan]") {
   REQUIRE(j.at("matrix") == nlohmann::json({"1001", "1100", "0110", "0011"}));
   REQUIRE(j.at("hash").get<std::string>().size() == 16);
 
-  const auto random = SubnetPlan::build(request(4, 6, 0.25, PlanConstruction::random, 17));
+  REQUIRE(j.at("held_fraction") == 0.5);
+  REQUIRE_FALSE(j.contains("uncovered"));
+
+  const auto random = SubnetPlan::build(request(4, 8, 0.25, PlanConstruction::random, 17));
   const auto jr = random.to_json();
   REQUIRE(jr.at("construction") == "random");
   REQUIRE(jr.at("seed") == 17);
-  REQUIRE(jr.at("owners_per_component") == nlohmann::json({1, 1, 1, 1, 1, 1}));
+  REQUIRE(jr.at("owners_per_component") == nlohmann::json({1, 1, 1, 1, 1, 1, 1, 1}));
 
   const auto given = SubnetPlan::from_matrix(parse({"110", "011"})).to_json();
   REQUIRE(given.at("construction") == "matrix");
@@ -344,16 +351,19 @@ TEST_CASE("impossible plan requests are refused with what would work", "[plan]")
   REQUIRE_THROWS_WITH(refused(request(4, 4, std::numeric_limits<double>::quiet_NaN())),
                       Contains("is invalid (valid: (0, 1]"));
   REQUIRE_THROWS_WITH(refused(request(8, 4, 0.05)),
-                      Contains("C = 0.05 with world N = 8 gives round(C N) = 0 owners") &&
-                          Contains("valid: C >= 1/N = 0.125, or world >= 20 ranks"));
+                      Contains("C = 0.05 with K = 4 components gives each rank round(C K) = 0") &&
+                          Contains("valid: C >= 1/(2K) = 0.125"));
+  REQUIRE_THROWS_WITH(refused(request(2, 8, 0.25)),
+                      Contains("gives each rank m = 2 of the K = 8 components") &&
+                          Contains("some component would have no owner"));
 
   PlanRequest too_many = request(4, 4, 0.5);
-  too_many.owners = 5;
+  too_many.per_rank = 5;
   REQUIRE_THROWS_WITH(refused(too_many),
-                      Contains("owners = 5 per component is invalid with world = 4") &&
-                          Contains("valid: 1 .. 4, or 0 for round(C N)"));
-  too_many.owners = -1;
-  REQUIRE_THROWS_WITH(refused(too_many), Contains("owners = -1 per component is invalid"));
+                      Contains("per_rank = 5 components per rank is invalid with 4 components") &&
+                          Contains("valid: 1 .. 4, or 0 for round(C K)"));
+  too_many.per_rank = -1;
+  REQUIRE_THROWS_WITH(refused(too_many), Contains("per_rank = -1 components per rank is invalid"));
 
   REQUIRE_THROWS_WITH(SubnetPlan::from_matrix({}), Contains("matrix has no ranks"));
   REQUIRE_THROWS_WITH(SubnetPlan::from_matrix(Matrix(2)), Contains("matrix has no components"));
@@ -373,24 +383,27 @@ TEST_CASE("impossible plan requests are refused with what would work", "[plan]")
   REQUIRE_THROWS_WITH(plan.owner_set_of(-1), Contains("component -1 is out of range"));
 }
 
-TEST_CASE("weighted plans keep r owners per component and share them by weight", "[plan]") {
+TEST_CASE("weighted plans keep owners per component within one and share them by weight",
+          "[plan]") {
   REQUIRE(parse_plan_construction("weighted") == PlanConstruction::weighted);
   int checked = 0;
   for (int n : {2, 3, 4, 6, 8, 16})
     for (int k : {1, 4, 7, 16, 48, 128})
       for (double c : {0.25, 0.5, 0.75})
         for (int heavy : {1, 2, 4}) {
-          const long r = std::lround(c * n);
-          if (r < 1) continue;
+          const auto m = static_cast<long>(std::floor(c * k + 0.5 + 1e-9));
+          if (m < 1 || m * n < k) continue;
           // The first half of the ranks weighs `heavy`, the rest 1.
           PlanRequest q = request(n, k, c, PlanConstruction::weighted, 0);
           q.rank_weights.assign(static_cast<size_t>(n), 1.0);
           for (int i = 0; i < n / 2; ++i) q.rank_weights[static_cast<size_t>(i)] = heavy;
           CAPTURE(n, k, c, heavy);
           const SubnetPlan plan = SubnetPlan::build(q);
-          for (int comp = 0; comp < k; ++comp)
-            REQUIRE(static_cast<long>(plan.owners(comp).size()) == r);
-          // The weighted shares: min(K, lambda w_i) summing to r K (a rank
+          for (int comp = 0; comp < k; ++comp) {
+            REQUIRE(static_cast<long>(plan.owners(comp).size()) >= m * n / k);
+            REQUIRE(static_cast<long>(plan.owners(comp).size()) <= (m * n + k - 1) / k);
+          }
+          // The weighted shares: min(K, lambda w_i) summing to m N (a rank
           // owns a component at most once, so a capped rank's excess goes
           // to the others), lambda by bisection.
           const auto shares = [&](double lambda) {
@@ -399,7 +412,7 @@ TEST_CASE("weighted plans keep r owners per component and share them by weight",
             return sum;
           };
           double lo = 0, hi = static_cast<double>(k);
-          for (int it = 0; it < 200; ++it) (shares((lo + hi) / 2) < r * k ? lo : hi) = (lo + hi) / 2;
+          for (int it = 0; it < 200; ++it) (shares((lo + hi) / 2) < m * n ? lo : hi) = (lo + hi) / 2;
           for (int i = 0; i < n; ++i) {
             // Within one component of its share.
             const double share = std::min<double>(k, hi * q.rank_weights[static_cast<size_t>(i)]);
@@ -409,10 +422,10 @@ TEST_CASE("weighted plans keep r owners per component and share them by weight",
           ++checked;
         }
   REQUIRE(checked > 200);
-  // Equal weights share like the other constructions: within one of r K / N.
+  // Equal weights share like the other constructions: m = round(C K) each.
   PlanRequest q = request(6, 16, 0.5, PlanConstruction::weighted, 0);
   q.rank_weights.assign(6, 2.0);
-  check_built_plan(SubnetPlan::build(q), 6, 16, 3);
+  check_built_plan(SubnetPlan::build(q), 6, 16, 8);
 }
 
 TEST_CASE("weighted plans mix their ranks: 2:2:1:1 on four blocks has a positive gap",

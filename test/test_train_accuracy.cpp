@@ -3,7 +3,8 @@
 // sort, ties to the lower class): a Swin's training step (no stochastic
 // depth, so the training forward computes the logits evaluation does) and
 // its evaluation with top-1 and top-5; a ResNet's evaluation with top-1 only
-// (5 classes); no accuracy for a token model; NaN, with the k kept, on meta.
+// (5 classes); a token model's next-token top-1, counted in evaluation only;
+// NaN, with the k kept, on meta.
 #include <catch2/catch.hpp>
 
 #include <algorithm>
@@ -15,6 +16,7 @@
 #include "engine/train/batch_loader.h"
 #include "engine/train/trainer.h"
 #include "kernels/ops.h"
+#include "models/llama/llama_model.h"
 #include "models/resnet/resnet_model.h"
 #include "models/swin/swin_model.h"
 #include "test/test_support.h"
@@ -25,21 +27,23 @@ using namespace sdp::testing;
 
 namespace {
 
-using LogitsOf = std::function<void(const Tensor& images, Tensor& out)>;
+// Fills out [rows, classes] (rows: the batch's targets) from the inputs.
+using LogitsOf = std::function<void(const Tensor& inputs, Tensor& out)>;
 
-// For each k: the labels of `batches` batches of `loader` among the k
-// largest logits of their row, ranked by a stable sort (equal logits keep
-// class order).
+// For each k: the targets of `batches` batches of `loader` (labels, or next
+// tokens) among the k largest logits of their row, ranked by a stable sort
+// (equal logits keep class order).
 std::vector<double> count_correct(BatchLoader& loader, int64_t batches, int64_t classes,
-                                  const std::vector<int>& ks, const LogitsOf& logits_of) {
+                                  const std::vector<int>& ks, DType dtype,
+                                  const LogitsOf& logits_of) {
   std::vector<double> correct(ks.size(), 0.0);
   Arena arena;
   for (int64_t b = 0; b < batches; ++b) {
     loader.next();
-    const Tensor& images = loader.inputs();
-    const int64_t rows = images.size(0);
-    Tensor logits = arena.make({rows, classes}, images.dtype());
-    logits_of(images, logits);
+    const Tensor& inputs = loader.inputs();
+    const int64_t rows = loader.targets().numel();
+    Tensor logits = arena.make({rows, classes}, dtype);  // [rows, classes]
+    logits_of(inputs, logits);
     for (int64_t i = 0; i < rows; ++i) {
       std::vector<int64_t> order(static_cast<size_t>(classes));
       std::iota(order.begin(), order.end(), 0);
@@ -74,7 +78,7 @@ TEST_CASE("accuracy: Swin train and eval top-1 and top-5 equal counts from its l
   // before the step.
   CpuAllocator alloc;
   auto train = make_batch_loader(c, data::Split::train, data::StreamPart{}, alloc, DType::f64);
-  const std::vector<double> train_correct = count_correct(*train, 1, 10, ks, logits_of);
+  const std::vector<double> train_correct = count_correct(*train, 1, 10, ks, DType::f64, logits_of);
   const StepResult r = t.train_step();
   REQUIRE(r.accuracy.k == ks);
   CHECK(r.accuracy.value == std::vector<double>{train_correct[0] / 8, train_correct[1] / 8});
@@ -82,7 +86,7 @@ TEST_CASE("accuracy: Swin train and eval top-1 and top-5 equal counts from its l
   CHECK(r.accuracy.value[0] <= r.accuracy.value[1]);
 
   auto val = make_batch_loader(c, data::Split::val, data::StreamPart{}, alloc, DType::f64);
-  const std::vector<double> eval_correct = count_correct(*val, c.eval_batches, 10, ks, logits_of);
+  const std::vector<double> eval_correct = count_correct(*val, c.eval_batches, 10, ks, DType::f64, logits_of);
   const EvalResult e = t.evaluate_all();
   const double examples = static_cast<double>(c.eval_batches * c.batch);
   REQUIRE(e.full_accuracy.k == ks);
@@ -104,20 +108,47 @@ TEST_CASE("accuracy: a ResNet of 5 classes reports eval top-1 only, equal to cou
   CpuAllocator alloc;
   auto val = make_batch_loader(c, data::Split::val, data::StreamPart{}, alloc, DType::f32);
   const std::vector<double> correct = count_correct(
-      *val, c.eval_batches, 5, {1}, [&](const Tensor& x, Tensor& out) { resnet.logits(x, out); });
+      *val, c.eval_batches, 5, {1}, DType::f32,
+      [&](const Tensor& x, Tensor& out) { resnet.logits(x, out); });
   const EvalResult e = t.evaluate_all();
   REQUIRE(e.full_accuracy.k == std::vector<int>{1});
   CHECK(e.full_accuracy.value[0] == correct[0] / static_cast<double>(c.eval_batches * c.batch));
 }
 
-TEST_CASE("accuracy: token models report none, and a dry run keeps the k with NaN values",
+TEST_CASE("accuracy: a token model reports eval next-token top-1 only, equal to counts from its logits",
           "[trainer][accuracy]") {
-  Trainer llama(tiny_train_config());
-  const StepResult r = llama.train_step();
+  TrainConfig c = tiny_train_config();
+  c.dtype = "f64";
+  c.eval_batches = 2;
+  Trainer t(c);
+  auto& llama = dynamic_cast<llama::LlamaModel&>(t.model());
+  REQUIRE(llama.accuracy_top_k().empty());
+  REQUIRE(llama.evaluation_top_k() == std::vector<int>{1});
+  const StepResult r = t.train_step();  // training forwards count none
   CHECK(r.accuracy.empty());
   CHECK(r.rank_accuracy.empty());
-  CHECK(llama.evaluate_all().full_accuracy.empty());
 
+  const int64_t vocab = llama.token_vocabulary();
+  CpuAllocator alloc;
+  auto val = make_batch_loader(c, data::Split::val, data::StreamPart{}, alloc, DType::f64);
+  const LogitsOf logits_of = [&](const Tensor& tokens, Tensor& out) {
+    // [B, T, V]: the rows of `out` by position.
+    Tensor by_position = out.view({tokens.size(0), tokens.size(1), vocab});
+    llama.logits(tokens, by_position);
+  };
+  const std::vector<double> correct =
+      count_correct(*val, c.eval_batches, vocab, {1}, DType::f64, logits_of);
+  const EvalResult e = t.evaluate_all();
+  REQUIRE(e.full_accuracy.k == std::vector<int>{1});
+  CHECK(e.full_accuracy.value[0] ==
+        correct[0] / static_cast<double>(c.eval_batches * c.batch * c.seq));
+  REQUIRE(e.subnet_accuracy.size() == 1);
+  CHECK(e.subnet_accuracy[0].value == e.full_accuracy.value);
+  // Not vacuous: after a step some next tokens are the most likely ones.
+  CHECK(correct[0] > 0);
+}
+
+TEST_CASE("accuracy: a dry run keeps the k with NaN values", "[trainer][accuracy]") {
   TrainConfig m = micro_swin_run();
   m.device = "meta";
   Trainer dry(m);

@@ -8,6 +8,7 @@
 #include <cstdio>
 
 #include "engine/core/error.h"
+#include "engine/parallel/strategy.h"
 #include "engine/parallel/strategy_table.h"
 #include "models/registry.h"
 
@@ -63,11 +64,31 @@ PlannerJob point_job(const PlannerJob& job, int micro_batch, int stages) {
   return j;
 }
 
-StrategyRequest request(const Combination& c, int owners, int replicas) {
+// The maskable components K of a strategy's plan over the whole model (a
+// pipeline stage's plan covers its own share of them).
+int plan_components(const PlannerJob& job, const std::string& strategy) {
+  ParallelSettings p = job.base.parallel;
+  p.strategy = strategy;
+  const StrategySpec spec = StrategySpec::from_settings(p, job.base.model);
+  ModelLayout layout;
+  layout.granularity = spec.granularity;
+  layout.ffn_groups = spec.ffn_groups;
+  layout.head_groups = spec.head_groups;
+  layout.channel_groups = spec.channel_groups;
+  const auto model = make_model(job.base.model, layout);
+  const auto& comps = model->components();
+  return static_cast<int>(std::count_if(comps.begin(), comps.end(), [](const Component& comp) {
+    return comp.kind != ComponentKind::shared;
+  }));
+}
+
+// An SDP point holds `per_rank` of the plan's K components on each rank: C =
+// per_rank / K, which the plan rounds back to exactly per_rank.
+StrategyRequest request(const Combination& c, int per_rank, int components) {
   StrategyRequest r;
   r.strategy = c.strategy;
   r.active_fraction = find_strategy(c.strategy)->takes_fraction
-                          ? static_cast<double>(owners) / replicas
+                          ? static_cast<double>(per_rank) / components
                           : 1.0;
   r.shard = c.shard;
   if (c.recompute) r.recompute = RecomputePolicy::parse("block", "--fit");
@@ -79,7 +100,9 @@ struct Search {
   const PlannerJob& job;
   FitResult& result;
 
-  FitRow measure(const Combination& c, int micro_batch, int owners) {
+  int components = 1;  // K of the combination being searched
+
+  FitRow measure(const Combination& c, int micro_batch, int per_rank) {
     const PlannerJob j = point_job(job, micro_batch, c.stages);
     MeasureOptions options;
     options.budget_bytes = result.budget_bytes;
@@ -89,7 +112,7 @@ struct Search {
     row.grad_accum = static_cast<int>(j.base.grad_accum);
     row.stages = c.stages;
     try {
-      row.steps = measure_strategy(j, request(c, owners, j.replicas()), options);
+      row.steps = measure_strategy(j, request(c, per_rank, components), options);
     } catch (const Error&) {
       // A point the engine refuses (a pipeline's stages over too few
       // blocks, a plan with no owner): it does not exist, so it cannot fit.
@@ -107,10 +130,15 @@ struct Search {
   void run(const Combination& c) {
     const int replicas = RankMesh(job.world, c.stages).replicas();
     const bool sdp = find_strategy(c.strategy)->takes_fraction;
-    // r = N is DDP's plan: an SDP name only covers 1 .. N - 1.
-    int lo = sdp ? std::max(1, static_cast<int>(std::ceil(job.fit_min_active_fraction * replicas - 1e-9)))
-                 : replicas;
-    const int hi = sdp ? replicas - 1 : replicas;
+    // Candidates: m of the K components per rank, C = m / K. m = K is DDP's
+    // plan, so an SDP name covers m = 1 .. K - 1, and every component needs
+    // an owner: m N >= K (m = ceil(K / N) on).
+    components = sdp ? plan_components(job, c.strategy) : 1;
+    const int K = components;
+    int lo = sdp ? std::max({1, static_cast<int>(std::ceil(job.fit_min_active_fraction * K - 1e-9)),
+                             (K + replicas - 1) / replicas})
+                 : 1;
+    const int hi = sdp ? K - 1 : 1;
     if (lo > hi) return;
     // The largest micro-batch that fits at the smallest C.
     FitRow smallest;
@@ -137,7 +165,7 @@ struct Search {
       }
       return;
     }
-    // The largest r that fits at m: hi itself when it does (many sharded or
+    // The largest per-rank count that fits at m: hi itself when it does (many sharded or
     // recomputing combinations fit whole), else bisection between lo, which
     // fits, and hi, which does not.
     if (hi == lo) return;

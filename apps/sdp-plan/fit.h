@@ -15,11 +15,12 @@
 //             blocks, with M = E / m >= P micro-batches (a shard level only
 //             where a stage has more than one replica)
 //   micro-batch m: E, E / 2, E / 4, ... (grad-accum E / m)
-//   C         r / N, r = 1 .. N - 1 (SDP), or 1 (DDP)
+//   C         m / K: each rank holds m of the plan's K components, m =
+//             max(1, ceil(K / N)) .. K - 1 (SDP), or 1 (DDP)
 // pruned by monotonicity: a smaller micro-batch never holds more, so each
 // (strategy, shard, recompute, stages) takes the largest m that fits at its
 // smallest C; a smaller C never holds more, so the largest C that fits at
-// that m is r = N - 1 when that fits, else found by bisection. Every point
+// that m is K - 1 components per rank when that fits, else found by bisection. Every point
 // measured on the way that fits is a configuration that fits; combinations
 // with none are reported as refused with the smallest peak seen. Each measurement stops at the first rank over the
 // budget (most-owning classes first) and skips the twin without

@@ -14,6 +14,7 @@
 #include "apps/cli_common.h"
 #include "apps/sdp-plan/fit.h"
 #include "apps/sdp-plan/measure.h"
+#include "apps/sdp-plan/paper_presets.h"
 #include "apps/sdp-plan/plan_options.h"
 #include "apps/sdp-plan/report.h"
 #include "engine/checkpoint/json_file.h"
@@ -68,7 +69,9 @@ int main(int argc, char** argv) {
       "Uneven ranks: sdp-plan --model llama-1b --world 8 --rank-memory 80GiBx4,40GiBx4\n"
       "Pipelines: sdp-plan --model mini --world 4 --pipeline-stages 2 --micro-batches 4 "
       "--schedule 1f1b-2bp (per rank: its stage, activation peak, bytes to its neighbours and "
-      "among its stage's replicas)"};
+      "among its stage's replicas)\n"
+      "The paper's setups, our figures beside the paper's: sdp-plan --paper sdp-composition "
+      "(--paper list names them all)"};
   app.get_formatter()->column_width(30);
   PlanOptions options;
   add_options(app, options);
@@ -78,6 +81,11 @@ int main(int argc, char** argv) {
   } catch (const CLI::ParseError& e) {
     return sdp::app::report_parse_error(app, "sdp-plan", e);
   }
+  if (options.paper == "list") {
+    std::fputs(paper_preset_list().c_str(), stdout);
+    return 0;
+  }
+  if (!options.paper.empty()) options.paper_overrides = paper_overrides(app);
   try {
     PlanReport report;
     options.base.model = sdp::app::with_model_field_flags(options.base.model, options.model_fields);

@@ -199,14 +199,21 @@ StrategySteps measure_strategy(const PlannerJob& job, const StrategyRequest& req
   RankStep first = run_step(job, request, 0, options, &layout);
   const SubnetLayout& L = *layout;
   const ParallelSettings settings = rank_config(job, request, 0).parallel;
-  out.description = L.spec.describe();
+  out.description = L.describe();
   out.label = settings.composition_label();
   out.granularity = granularity_name(L.spec.granularity);
   out.masking = masking_name(L.spec.masking);
   out.shard = shard_level_name(settings.shard_level());
   out.activation_checkpointing = settings.recompute().name();
   out.components = L.plan.components();
-  out.owners = L.plan.components() > 0 ? static_cast<int>(L.plan.owners(0).size()) : job.replicas();
+  out.owners = out.owners_max = job.replicas();
+  for (int k = 0; k < L.plan.components(); ++k) {
+    const int owners = static_cast<int>(L.plan.owners(k).size());
+    out.owners = k == 0 ? owners : std::min(out.owners, owners);
+    out.owners_max = k == 0 ? owners : std::max(out.owners_max, owners);
+  }
+  out.held_fraction = L.plan.components() > 0 ? L.plan.held_fraction() : 1.0;
+  out.coverage_warning = L.plan.coverage_warning(L.component_names);
   out.spectral_gap = L.plan.spectral_gap();
   out.plan = L.plan;
   std::vector<int> owned(static_cast<size_t>(L.plan.world()));  // [replica] components owned

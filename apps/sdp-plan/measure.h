@@ -80,7 +80,11 @@ struct StrategySteps {
   std::string shard;        // none | optimizer | grad | full (the effective level)
   std::string activation_checkpointing;  // none | block | every:K
   int components = 0;       // maskable components in the plan
-  int owners = 0;           // owners per component r (every component has r)
+  // Owners per component: the fewest and the most (a plan with C K whole
+  // components per rank gives floor or ceil of m N / K).
+  int owners = 0, owners_max = 0;
+  double held_fraction = 1;  // the C the plan holds (owned fraction), beside the one asked for
+  std::string coverage_warning;  // SubnetPlan::coverage_warning: ranks missing a sublayer, or ""
   int owned_min = 0, owned_max = 0;  // components a replica owns (the plan's rows)
   SubnetPlan plan;          // the ownership plan (shared, not copied)
   double spectral_gap = 1;

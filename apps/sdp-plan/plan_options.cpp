@@ -4,6 +4,7 @@
 #include <cstdio>
 
 #include "apps/integer_option.h"
+#include "apps/sdp-plan/paper_presets.h"
 #include "apps/training_options.h"
 
 #include "engine/checkpoint/byte_size.h"
@@ -78,6 +79,9 @@ StrategyRequest parse_strategy_item(const std::string& item) {
 
 void add_options(CLI::App& app, PlanOptions& o) {
   TrainConfig& c = o.base;
+  // First: its callback fills the flags below, whose own callbacks (given
+  // beside --paper) run after it and override the preset.
+  add_paper_option(app, o);
   app::add_training_option(app, c, "model")->required();
   app::add_model_field_flags(app, o.model_fields);
   app.add_option("--world", o.world, "Number of ranks N of the job to plan")
@@ -85,7 +89,8 @@ void add_options(CLI::App& app, PlanOptions& o) {
       ->required();
   auto* strategies = app.add_option("--strategies", o.strategies,
                  format("Comma list of compositions ", kCompositionForms, ": name in ",
-                        strategy_names(), ", C in (0, 1] (SDP without C: 0.5; ddp, fsdp: 1); "
+                        strategy_names(), ", C in (0, 1] (SDP without C: 0.5; ddp, fsdp: 1; each rank "
+                        "holds round(C K) of the K components); "
                         "+fsdp or +zero3 = full sharding, +zero2 = gradients, +zero1 = optimizer "
                         "state; +ac = every block checkpointed, +ac:K = every K-th. E.g. fsdp+ac, "
                         "b-sdp:0.6875+fsdp+ac, n-sdp:0.5+zero2, ddp+zero1. Plain DDP is added as "
@@ -97,10 +102,16 @@ void add_options(CLI::App& app, PlanOptions& o) {
   for (const char* field : {"batch", "seq", "grad_accum", "pipeline_stages", "schedule"})
     app::add_training_option(app, c, field)->capture_default_str();
   app::add_training_option(app, c, "stage_blocks");
+  app::add_training_option(app, c, "deferred_weight_grads")->capture_default_str();
   for (const char* field :
        {"dtype", "plan", "plan_seed", "ffn_groups", "head_groups", "channel_groups", "data"})
     app::add_training_option(app, c, field)->capture_default_str();
   app.add_option("--format", o.format, "markdown, csv or json")->capture_default_str();
+  app.add_option("--grad-reduce-dtype", c.grad_reduce_dtype,
+                 "Dtype the gradients are all-reduced in: f32, or bf16 (half the bytes; not "
+                 "with sharded compositions, which reduce-scatter f32)")
+      ->check(CLI::IsMember({"f32", "bf16"}))
+      ->capture_default_str();
   app.add_flag("--per-rank", o.per_rank,
                "Add each rank's peak memory and bytes sent (a rank x strategy table; csv: one "
                "row per rank)");
@@ -172,8 +183,8 @@ void add_options(CLI::App& app, PlanOptions& o) {
                  "--fit: write the chosen configuration as an sdp-train --config JSON file");
   app.add_option("--rank-memory", o.rank_memory,
                  "Ranks of unequal memory: one budget per rank (e.g. 80GiB,80GiB,40GiB,40GiB, "
-                 "or per node 80GiBx8,40GiBx8). SDP plans become weighted: every component keeps "
-                 "r = round(C N) owners, each rank's share of them follows its budget; the "
+                 "or per node 80GiBx8,40GiBx8). SDP plans become weighted: the m N = round(C K) N "
+                 "ownerships are shared by budget (owners per component within one); the "
                  "report sets each rank's peak against its own budget");
   app.add_option("--write-plan", o.write_plan,
                  "Write the ownership plan of the one SDP item of --strategies as JSON ({\"matrix\": "
@@ -226,6 +237,11 @@ TrainConfig rank_config(const PlannerJob& job, const StrategyRequest& s, int ran
   p.active_fraction = s.active_fraction;
   p.shard = s.shard ? std::string(shard_level_name(*s.shard)) : std::string();
   p.activation_checkpointing = s.recompute.name();
+  // A plan file is the SDP items' ownership: DDP and FSDP (C = 1) keep
+  // every rank owning everything, so the baseline stays DDP (resolve_job
+  // checks the file for them all the same).
+  if (!find_strategy(s.strategy)->takes_fraction && p.plan.rfind("file:", 0) == 0)
+    p.plan = "cyclic";
   c.emulate_world = job.world;
   c.emulate_rank = rank;
   return c;
@@ -286,6 +302,13 @@ PlannerJob resolve_job(const PlanOptions& o) {
   } else if (!o.write_config.empty() || o.tokens_per_rank > 0) {
     fail(o.write_config.empty() ? "--tokens-per-rank" : "--write-config",
          " needs --fit BUDGET (the search whose result it belongs to)");
+  }
+  if (!o.paper.empty()) {
+    if (!o.fit.empty())
+      fail("--paper runs the paper's strategies; leave out --fit (or --paper to search a "
+           "budget)");
+    job.paper = o.paper;
+    job.paper_overrides = o.paper_overrides;
   }
   if (!o.rank_memory.empty()) {
     if (!o.fit.empty())
@@ -373,6 +396,23 @@ PlannerJob resolve_job(const PlanOptions& o) {
     const TrainConfig c = rank_config(job, ddp, 0);
     c.validate();
     Trainer check(c);
+  }
+  // A plan file is read by the SDP items (rank_config); with none of them,
+  // the DDP row checks it as a plan over the model's blocks, so that a file
+  // no job could train (a block without an owner, named) is refused
+  // whatever rows read it (--fit tries it on each candidate instead).
+  const bool file_plan = b.parallel.plan.rfind("file:", 0) == 0;
+  bool file_read = false;
+  for (const StrategyRequest& s : job.strategies)
+    file_read = file_read || find_strategy(s.strategy)->takes_fraction;
+  if (file_plan && !file_read && job.fit_budget_bytes <= 0) {
+    try {
+      // b.parallel: DDP (block granularity) with the file, as given.
+      SubnetLayout::build(o.base.model, StrategySpec::from_settings(b.parallel, o.base.model),
+                          job.replicas(), 0);
+    } catch (const Error& e) {
+      fail("--plan ", b.parallel.plan, ": ", e.what());
+    }
   }
   for (const StrategyRequest& s : job.strategies) {
     try {

@@ -78,6 +78,11 @@ struct PlanOptions {
   // Per-rank memory ("80GiBx8,40GiBx8"): a weighted plan and per-rank budgets.
   std::string rank_memory;
   std::string write_plan;  // FILE: the one SDP item's ownership matrix
+  // --paper NAME: one of the paper's setups (apps/sdp-plan/paper_presets.h)
+  // filled the fields above; "list" lists them. paper_overrides: the flags
+  // given beside it, which replaced the preset's values.
+  std::string paper;
+  std::vector<std::string> paper_overrides;
 };
 
 void add_options(CLI::App& app, PlanOptions& options);
@@ -115,6 +120,10 @@ struct PlannerJob {
   // plans are weighted by them (base.parallel.plan = "weighted:...").
   std::vector<double> rank_budgets;
   std::string write_plan;
+  // --paper: the preset whose figures the report sets beside ours ("" none),
+  // and the flags that replaced its values.
+  std::string paper;
+  std::vector<std::string> paper_overrides;
 };
 
 // "400Gb/s", "50GB/s", "1.5e10" (bytes/s): bytes per second; throws

@@ -1,6 +1,7 @@
 #include "apps/sdp-plan/report.h"
 
 #include "apps/sdp-plan/number_text.h"
+#include "apps/sdp-plan/paper_presets.h"
 
 #include <cmath>
 #include <algorithm>
@@ -73,10 +74,24 @@ struct Row {
     comm_ratio_max = ratio(sent.max, ddp_sent.max);
   }
   std::string name() const { return s.request.requested ? s.label : s.label + " (baseline)"; }
-  std::string c() const {
+  // C as asked for (CSV's active_fraction).
+  std::string c_asked() const {
     char buf[32];
     std::snprintf(buf, sizeof buf, "%g", s.request.active_fraction);
     return buf;
+  }
+  // The tables' C: as asked for, and the C the plan holds beside it where
+  // rounding to whole components per rank moved it.
+  std::string c() const {
+    if (std::abs(s.held_fraction - s.request.active_fraction) <= 1e-9) return c_asked();
+    char buf[64];
+    std::snprintf(buf, sizeof buf, "%s (held %.4g)", c_asked().c_str(), s.held_fraction);
+    return buf;
+  }
+  // Owners per component: "6", or "5..6" where they differ by one.
+  std::string owners() const {
+    return s.owners == s.owners_max ? std::to_string(s.owners)
+                                    : format(s.owners, "..", s.owners_max);
   }
 };
 
@@ -189,7 +204,7 @@ std::string budget_markdown(const PlanReport& rep, const Rows& all, const std::s
                             double unit_bytes) {
   std::string out = format(
       "\nEach rank against its own budget (--rank-memory; SDP plans weighted by the budgets, "
-      "every component keeping r owners):\n\n| strategy | C | owned per rank min..max | "
+      "owners per component within one):\n\n| strategy | C | owned per rank min..max | "
       "ranks within budget | tightest rank | its peak / budget ", unit,
       " |\n|---|---:|---:|---:|---:|---:|\n");
   for (const auto& r : all) {
@@ -252,16 +267,19 @@ std::string markdown(const PlanReport& rep) {
                 " bytes). Communication per rank per step in MB (10^6 bytes), MiB (2^20 bytes) "
                 "in brackets. Savings and ratios are against DDP (C = 1).\n\n");
 
-  out += format("| strategy | C | owners r/N | spectral gap | peak max ", unit, " | peak mean ", unit,
+  out += format("| strategy | C | owners/N | spectral gap | peak max ", unit, " | peak mean ", unit,
                 " | peak min ", unit,
                 " | max peak saving vs DDP | sent mean MB [MiB] | sent max MB [MiB] | sent mean "
                 "vs DDP |\n|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n");
   for (const Row& r : all)
-    out += format("| ", r.name(), " | ", r.c(), " | ", r.s.owners, "/", rep.job.replicas(), " | ",
+    out += format("| ", r.name(), " | ", r.c(), " | ", r.owners(), "/", rep.job.replicas(), " | ",
                   fixed(r.s.spectral_gap, 3), " | ", mem(r.peak.max), " | ", mem(r.peak.mean),
                   " | ", mem(r.peak.min), " | ", percent(r.saving), " | ", mb(r.sent.mean), " [",
                   mib(r.sent.mean), "] | ", mb(r.sent.max), " [", mib(r.sent.max), "] | ",
                   fixed(r.comm_ratio, 3), " |\n");
+
+  for (const Row& r : all)
+    if (!r.s.coverage_warning.empty()) out += "\n" + r.name() + ": " + r.s.coverage_warning;
 
   if (!rep.job.rank_budgets.empty()) out += budget_markdown(rep, all, unit, u.memory);
 
@@ -326,7 +344,7 @@ std::string markdown(const PlanReport& rep) {
                 rep.job.every_rank ? " (--every-rank: all of them)" : "",
                 ", and a twin without recomputation for each measured rank that recomputes) in ",
                 fixed(rep.seconds, 2), " s.\n");
-  return out;
+  return out + paper_markdown(rep);  // empty without --paper
 }
 
 // The pipeline columns of a CSV row.
@@ -351,7 +369,7 @@ std::string csv(const PlanReport& rep) {
   auto line = [&](const Row& r, const std::string& rank, const Summary& peak, const Summary& sent,
                   const Summary& gathered, const Summary& flops, const Summary& recompute,
                   const RankStep& top, const std::string& stage, const PipelineFigures& pipe) {
-    out += format(r.s.request.strategy, ",", r.c(), ",", r.s.owners, ",", rep.job.world, ",",
+    out += format(r.s.request.strategy, ",", r.c_asked(), ",", r.s.owners, ",", rep.job.world, ",",
                   r.s.components, ",", csv_number(r.s.spectral_gap), ",",
                   r.s.request.requested ? "true" : "false", ",", rank, ",", csv_number(peak.max),
                   ",", csv_number(peak.mean), ",", csv_number(peak.min), ",", top.rank);
@@ -436,7 +454,8 @@ std::string json(const PlanReport& rep) {
          {"requested", r.s.request.requested},
          {"active_fraction", r.s.request.active_fraction},
          {"owners_per_component", r.s.owners},
-         {"effective_active_fraction", static_cast<double>(r.s.owners) / rep.job.replicas()},
+         {"owners_per_component_max", r.s.owners_max},
+         {"effective_active_fraction", r.s.held_fraction},
          {"components", r.s.components},
          {"granularity", r.s.granularity},
          {"masking", r.s.masking},
@@ -496,7 +515,8 @@ std::string json(const PlanReport& rep) {
                                  m["calibrated_from"] = rep.job.calibrated_from;
                                  return m;
                                }()},
-                              {"strategies", strategies}};
+                              {"strategies", strategies},
+                              {"paper", paper_json(rep)}};  // null without --paper
   return out.dump(2) + "\n";
 }
 

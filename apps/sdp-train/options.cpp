@@ -104,8 +104,10 @@ void add_options(CLI::App& app, CliOptions& o) {
   ParallelSettings& p = c.parallel;
   par->add_option("--strategy", p.strategy, strategy_help());
   par->add_option("--active-fraction", p.active_fraction,
-                  "C in (0, 1]: share of components each rank owns; default 0.5 for the SDP "
-                  "strategies (unless --config sets it), 1 for ddp and fsdp (their only value)")
+                  "C in (0, 1]: share of components each rank owns, round(C K) of the K "
+                  "(halves up; the plan table shows the C held where C K is not whole); "
+                  "default 0.5 for the SDP strategies (unless --config sets it), 1 for ddp "
+                  "and fsdp (their only value)")
       ->default_str("0.5 SDP, 1 ddp/fsdp");
   add_training_options(*par, c, {"plan", "plan_seed", "ffn_groups", "head_groups", "channel_groups"});
   par->add_option("--shard", p.shard,
@@ -119,7 +121,7 @@ void add_options(CLI::App& app, CliOptions& o) {
   par->add_option("--activation-checkpointing", p.activation_checkpointing,
                   "Blocks that keep only their input and recompute their forward before "
                   "backward: none, block (every block), every:K (every K-th block)");
-  add_training_options(*par, c, {"pipeline_stages", "schedule", "stage_blocks"});
+  add_training_options(*par, c, {"pipeline_stages", "schedule", "stage_blocks", "deferred_weight_grads"});
   par->add_option("--bucket-mb", c.bucket_mb,
                   "Gradient buckets (MiB) reduced during backward; 0 = after backward; "
                   "-1 = auto (25 on cuda, 0 elsewhere); at most 1048576");

@@ -115,7 +115,7 @@ void print_rank_figures(const RankFigures& f) {
 
 std::string plan_text(const Trainer& trainer) {
   const SubnetLayout& L = trainer.layout();
-  std::string out = format("subnet plan: ", L.spec.describe(), ", ", L.plan.components(), " ",
+  std::string out = format("subnet plan: ", L.describe(), ", ", L.plan.components(), " ",
                            granularity_name(L.spec.granularity), " components on ", L.world,
                            " ranks\n");
   out += L.plan.table(L.component_names);

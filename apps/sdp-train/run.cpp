@@ -79,12 +79,16 @@ int dry_run(const TrainConfig& config, comm::Communicator* world) {
   if (!root) return 0;
   if (const auto shortfall = ownership_shortfall(config.parallel, trainer->layout().plan))
     std::fprintf(stderr, "sdp-train: warning: %s\n", shortfall->c_str());
+  if (const std::string cover = trainer->layout().plan.coverage_warning(
+          trainer->layout().component_names);
+      !cover.empty())
+    std::fprintf(stderr, "sdp-train: %s", cover.c_str());
   std::printf("dry run on the meta device: %s (%.1fM parameters), %s, "
               "grad_accum %lld, dtype %s, %s, rank %d of %d\n",
               model.name().c_str(), model.parameter_count() / 1e6,
               batch_text(config, trainer->train_data()).c_str(),
               static_cast<long long>(config.grad_accum),
-              config.dtype.c_str(), trainer->layout().spec.describe().c_str(),
+              config.dtype.c_str(), trainer->layout().describe().c_str(),
               trainer->world().rank(), trainer->world().size());
   print_memory_table(r.memory);
   print_rank_figures(figures);
@@ -245,15 +249,21 @@ int run_training(const TrainConfig& config, bool dry, bool use_mpi) {
       "grad_accum %lld x %s per rank, %lld steps\n",
       model.name().c_str(), model.parameter_count() / 1e6,
       trainer.train_data().describe().c_str(), config.device.c_str(), config.dtype.c_str(),
-      trainer.layout().spec.describe().c_str(), world, world == 1 ? "" : "s",
+      trainer.layout().describe().c_str(), world, world == 1 ? "" : "s",
       std::string(trainer.world().backend()).c_str(), static_cast<long long>(config.grad_accum),
       batch_text(config, trainer.train_data()).c_str(), static_cast<long long>(config.steps));
   if (world > 1 && config.parallel.subnetworks()) say("%s", plan_text(trainer).c_str());
   // A world too small for the C asked for trains no subnetworks, or trains
   // components on one rank's data alone: said loudly, once.
-  if (root)
+  if (root) {
     if (const auto shortfall = ownership_shortfall(config.parallel, trainer.layout().plan))
       std::fprintf(stderr, "sdp-train: warning: %s\n", shortfall->c_str());
+    // A neuron plan whose ranks miss a sublayer (C too small for them all).
+    if (const std::string cover =
+            trainer.layout().plan.coverage_warning(trainer.layout().component_names);
+        !cover.empty())
+      std::fprintf(stderr, "sdp-train: %s", cover.c_str());
+  }
   if (trainer.layout().pipelined()) say("%s", pipeline_text(trainer).c_str());
   // Every job's step is a schedule (one stage without a pipeline).
   if (root && !config.pipeline_timeline.empty())
@@ -389,7 +399,7 @@ int run_training(const TrainConfig& config, bool dry, bool use_mpi) {
   const TopKAccuracy final_train_accuracy = recent_accuracy.mean();
   final_train_accuracy.write(summary, "final_train_");
   if (last_eval_all.full_accuracy.empty())
-    last_eval_all.full_accuracy = TopKAccuracy::unknown(model.accuracy_top_k());
+    last_eval_all.full_accuracy = TopKAccuracy::unknown(model.evaluation_top_k());
   write_eval_accuracy(summary, "final_eval_", last_eval_all, world > 1);
   if (best) summary["best_achievable_loss"] = *best;
   log_line(summary);

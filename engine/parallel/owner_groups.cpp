@@ -37,6 +37,19 @@ void OwnerGroups::average_gradients(TrainingState& state, std::optional<DType> w
   }
 }
 
+void OwnerGroups::average_over_users(TrainingState& state) {
+  const ParameterSet& params = state.params();
+  for (const SublayerUsers& u : layout_.sublayer_users) {
+    const int g = params.decl(u.param).group;
+    if (!state.keeps_training_state(g)) continue;  // another stage's
+    const size_t owners = layout_.groups[static_cast<size_t>(g)].owners.size();
+    const TrainingState::ShardSlice slice = state.shard_slice(u.param);
+    if (slice.length == 0) continue;  // outside this rank's shard
+    Tensor grads = state.shard_grads(g).narrow(0, slice.shard_begin, slice.length);
+    ops::scale(grads, static_cast<double>(owners) / static_cast<double>(u.users.size()));
+  }
+}
+
 void average_in(comm::Communicator& c, Tensor& grads, DType wire, Allocator* staging) {
   if (wire == grads.dtype()) {
     c.all_reduce(grads, comm::ReduceOp::average);

@@ -32,6 +32,18 @@ class OwnerGroups {
   // half the bytes, bf16's precision. Default: the gradients' own dtype.
   void average_gradients(TrainingState& state, std::optional<DType> wire = std::nullopt,
                          Allocator* staging = nullptr);
+  // Masked averaging among holders: each parameter of the layout's
+  // sublayer_users (a shared parameter that serves one sublayer, which
+  // some owners of its group skip) becomes the mean over its users. Called
+  // once every reduction of the step is over (whole groups, buckets,
+  // shards) and before the gradient norm. The group's average summed an
+  // exact zero from every non-user, so k / users times it (k: the ranks
+  // it was averaged over) is the users' sum over their number: exact where
+  // k and the users' count are powers of two, within an ulp or two
+  // otherwise. Rescaling keeps the one all-reduce per group (no collective,
+  // no buffer): traffic and memory stay what they were; a separate owner
+  // set per such parameter would add a collective per sublayer and block.
+  void average_over_users(TrainingState& state);
   // Backward masking: every group of this rank's stage not owned by all its
   // replicas goes from its root to every replica (one broadcast per group
   // over the stage's replicas: the world without a pipeline), so all ranks

@@ -103,6 +103,9 @@ void ParallelSettings::validate() const {
   count("pipeline_stages", pipeline_stages, 1, L::kPipelineStages);
   if (schedule.empty())
     invalid("schedule", "'' is invalid (valid: a schedule name, or file:PATH)");
+  if (deferred_weight_grads != "per-micro-batch" && deferred_weight_grads != "batched")
+    invalid("deferred_weight_grads", "'", deferred_weight_grads,
+            "' is invalid (valid: per-micro-batch, batched)");
 }
 
 }  // namespace sdp

@@ -27,7 +27,8 @@ namespace sdp {
 #define SDP_PARALLEL_SETTINGS_FIELDS(X)                                                   \
   X(strategy) X(active_fraction) X(plan) X(plan_seed) X(ffn_groups) X(head_groups)        \
   X(channel_groups) X(shard) X(reshard_after_forward) X(activation_checkpointing)          \
-  X(pipeline_stages) X(schedule) X(stage_blocks)
+  X(pipeline_stages) X(schedule) X(stage_blocks)  \
+  X(deferred_weight_grads)
 
 struct ParallelSettings {
   // C of an SDP strategy given without one (sdp-train without
@@ -74,6 +75,12 @@ struct ParallelSettings {
   int64_t pipeline_stages = 1;
   std::string schedule = "1f1b";
   std::string stage_blocks;
+  // How a split schedule's W actions run: per-micro-batch (one W, one
+  // accumulating GEMM per weight, each) or batched (each run of adjacent W
+  // actions of a stage as one W whose linear weight gradients are one GEMM
+  // over the micro-batches' rows concatenated: engine/pipeline/
+  // deferred_weight_grads.h). Batched needs a schedule with W actions.
+  std::string deferred_weight_grads = "per-micro-batch";
 
   // The table row of `strategy`; throws ConfigFieldError for an unknown name.
   const StrategyRow& strategy_row() const;

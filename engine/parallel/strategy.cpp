@@ -1,6 +1,7 @@
 #include "engine/parallel/strategy.h"
 
 #include <algorithm>
+#include <cmath>
 #include <map>
 
 #include "comm/communicator.h"
@@ -46,11 +47,13 @@ StrategySpec StrategySpec::from_settings(const ParallelSettings& p, const std::s
   return s;
 }
 
-std::string StrategySpec::describe() const {
+std::string StrategySpec::describe(double held_fraction) const {
   const StrategyRow* row = find_strategy(name);
   SDP_CHECK(row, "strategy '", name, "' is not in the strategy table");
   if (!row->takes_fraction) return std::string(row->display);
-  return format(row->display, " (C = ", active_fraction, ", ",
+  const bool moved = held_fraction > 0 && std::abs(held_fraction - active_fraction) > 1e-9;
+  return format(row->display, " (C = ", active_fraction,
+                moved ? format(", held ", held_fraction) : std::string(), ", ",
                 plan_file.empty() ? std::string(plan_construction_name(construction))
                                   : "plan " + plan_file,
                 ")");
@@ -121,9 +124,46 @@ SubnetLayout SubnetLayout::build(const std::string& model, const StrategySpec& s
   req.construction = spec.construction;
   req.seed = spec.plan_seed;
   req.rank_weights = spec.rank_weights;
+  // Neuron plans: a column's class is its sublayer (block and kind: a
+  // block's FFN groups, its head groups, a basic block's channel groups),
+  // so that every rank holds a group of every sublayer it runs, and the
+  // plan interleaves the sublayers (subnet_plan.h, Construction). Block
+  // columns are each their own block: nothing to cover.
+  const auto classes_of = [&](const std::vector<size_t>& columns) {
+    std::vector<int> out;
+    if (spec.granularity != Granularity::neuron) return out;
+    std::map<std::pair<int, int>, int> id;  // (block, kind) -> class, by first column
+    for (size_t k : columns) {
+      const Component& comp = comps[static_cast<size_t>(maskable[k])];
+      const auto key = std::make_pair(comp.block, static_cast<int>(comp.kind));
+      out.push_back(id.emplace(key, static_cast<int>(id.size())).first->second);
+    }
+    return out;
+  };
+  std::vector<size_t> every_column(maskable.size());
+  for (size_t k = 0; k < maskable.size(); ++k) every_column[k] = k;
+  req.classes = classes_of(every_column);
   try {
     if (!spec.plan_file.empty()) {
-      L.plan = read_plan_file(spec.plan_file, L.replicas, static_cast<int>(maskable.size()));
+      std::vector<std::vector<bool>> owns =
+          read_plan_matrix(spec.plan_file, L.replicas, static_cast<int>(maskable.size()));
+      // An unowned component is named (block.3, block.1.heads.0), not
+      // numbered: the file's columns are the model's components in order.
+      std::vector<std::string> unowned;
+      for (size_t k = 0; k < maskable.size(); ++k) {
+        bool owned = false;
+        for (const std::vector<bool>& row : owns) owned = owned || row[k];
+        if (!owned) unowned.push_back(L.component_names[k]);
+      }
+      if (!unowned.empty()) {
+        std::string names;
+        for (size_t i = 0; i < unowned.size() && i < 8; ++i) names += (i ? ", " : "") + unowned[i];
+        if (unowned.size() > 8) names += format(" and ", unowned.size() - 8, " more");
+        fail("plan file '", spec.plan_file, "': component", unowned.size() > 1 ? "s " : " ", names,
+             unowned.size() > 1 ? " have" : " has",
+             " no owner (valid: every component owned by at least one rank)");
+      }
+      L.plan = SubnetPlan::from_matrix(std::move(owns));
     } else if (!L.pipelined()) {
       // Every rank (and every emulated rank of a planner job) asks for the
       // same plan: built once per process.
@@ -148,6 +188,7 @@ SubnetLayout SubnetLayout::build(const std::string& model, const StrategySpec& s
           if (columns.empty()) continue;
           PlanRequest stage_req = req;
           stage_req.components = static_cast<int>(columns.size());
+          stage_req.classes = classes_of(columns);
           stage_req.seed = req.seed + static_cast<uint64_t>(st);
           const SubnetPlan stage_plan = SubnetPlan::build(stage_req);
           for (size_t c = 0; c < columns.size(); ++c)
@@ -223,6 +264,35 @@ SubnetLayout SubnetLayout::build(const std::string& model, const StrategySpec& s
     // The all-ranks group never broadcasts: its root only serves gathers.
     if (!L.all_ranks(group)) sent[static_cast<size_t>(best)] += numel(g);
   }
+
+  // The users of each sublayer parameter: under forward masking, the ranks
+  // of its stage that hold a component of its sublayer (the others skip the
+  // sublayer and add an exact zero to the group's average); under backward
+  // masking every rank of the stage runs the whole sublayer.
+  if (spec.masking == Masking::forward) {
+    for (const SublayerParam& sp : sizes->sublayer_params()) {
+      std::vector<int> replicas;
+      int stage = -1;
+      for (size_t k = 0; k < maskable.size(); ++k) {
+        const Component& comp = comps[static_cast<size_t>(maskable[k])];
+        if (comp.block != sp.block || comp.kind != sp.serves) continue;
+        stage = stage_of(comp);
+        for (int d : L.plan.owners(static_cast<int>(k))) replicas.push_back(d);
+      }
+      std::sort(replicas.begin(), replicas.end());
+      replicas.erase(std::unique(replicas.begin(), replicas.end()), replicas.end());
+      const ParamDecl& decl = sizes->params().decl(sp.param);
+      const StorageGroup& group = L.groups[static_cast<size_t>(decl.group)];
+      SDP_CHECK(stage >= 0 && !replicas.empty(), "parameter ", decl.name,
+                " serves a sublayer of block ", sp.block, " that no rank holds");
+      std::vector<int> users = world_ranks(stage, replicas);
+      std::sort(users.begin(), users.end());
+      SDP_CHECK(std::includes(group.owners.begin(), group.owners.end(), users.begin(), users.end()),
+                "the users of ", decl.name, " are not all owners of its group ", group.name);
+      if (users.size() < group.owners.size())
+        L.sublayer_users.push_back({sp.param, decl.name, std::move(users)});
+    }
+  }
   return L;
 }
 
@@ -270,17 +340,26 @@ nlohmann::json SubnetLayout::to_json() const {
   nlohmann::json stages_json = nlohmann::json::array();
   for (const StageSpan& span : stages)
     stages_json.push_back({{"first_block", span.first_block}, {"end_block", span.end_block}});
-  return {{"strategy", spec.name},
-          {"pipeline_stages", stage_count()},
-          {"stages", stages_json},
-          {"replicas", replicas},
-          {"description", spec.describe()},
-          {"granularity", granularity_name(spec.granularity)},
-          {"masking", masking_name(spec.masking)},
-          {"world", world},
-          {"shard", shard_level_name(spec.shard)},
-          {"plan", plan.to_json()},
-          {"storage_groups", groups_json}};
+  nlohmann::json out = {{"strategy", spec.name},
+                        {"pipeline_stages", stage_count()},
+                        {"stages", stages_json},
+                        {"replicas", replicas},
+                        {"description", spec.describe()},
+                        {"granularity", granularity_name(spec.granularity)},
+                        {"masking", masking_name(spec.masking)},
+                        {"world", world},
+                        {"shard", shard_level_name(spec.shard)},
+                        {"plan", plan.to_json()},
+                        {"storage_groups", groups_json}};
+  // Only where some shared parameter is averaged over fewer ranks than its
+  // group (the summaries of every other job stay as they were).
+  if (!sublayer_users.empty()) {
+    nlohmann::json users_json = nlohmann::json::array();
+    for (const SublayerUsers& u : sublayer_users)
+      users_json.push_back({{"param", u.name}, {"users", u.users}});
+    out["averaged_over_users"] = users_json;
+  }
+  return out;
 }
 
 }  // namespace sdp

@@ -44,7 +44,10 @@ struct StrategySpec {
   static StrategySpec from_settings(const ParallelSettings& settings, const std::string& model);
   // "B-SDP (C = 0.5, cyclic)" / "DDP" / "FSDP": the ownership plan only
   // (ParallelSettings::composition_label adds sharding and recomputation).
-  std::string describe() const;
+  // held_fraction > 0: the owned fraction of the built plan, shown beside C
+  // where rounding to whole components per rank moved it:
+  // "B-SDP (C = 0.7, held 0.6875, cyclic)".
+  std::string describe(double held_fraction = 0) const;
 };
 
 // One storage group: the components of one owner set (of one block, when
@@ -59,6 +62,17 @@ struct StorageGroup {
   // bytes over the owners (largest groups first, each to the owner that
   // sends least so far) so no rank sends much more than its share.
   int root = 0;
+};
+
+// A shared parameter that serves one sublayer of a block (component.h's
+// SublayerParam) and is used by fewer ranks than its storage group is
+// averaged over: forward masking, with some rank holding none of the
+// sublayer's groups. Its gradient is averaged over `users` only
+// (OwnerGroups::average_over_users).
+struct SublayerUsers {
+  int param = -1;          // parameter id in the model's ParameterSet
+  std::string name;        // its name, for the run summary
+  std::vector<int> users;  // sorted world ranks that run the sublayer
 };
 
 // A pipelined layout (SubnetLayout::build with stage spans): the world is
@@ -83,6 +97,11 @@ struct SubnetLayout {
   std::vector<std::string> component_names;  // maskable components, plan order
   ModelLayout model_layout;            // component -> storage group
   std::vector<StorageGroup> groups;
+  // The sublayer parameters whose users are fewer than their group's
+  // owners; empty where every rank runs every sublayer (DDP, block
+  // granularity, backward masking, plans that give every rank a group of
+  // every sublayer).
+  std::vector<SublayerUsers> sublayer_users;
 
   // `model` by registry name (models/registry.h); `facts` as the data gives them.
   // `stages`: the pipeline's spans, in order, tiling the model's blocks;
@@ -91,6 +110,8 @@ struct SubnetLayout {
                             int rank, const ModelDataFacts& facts = {},
                             const std::vector<StageSpan>& stages = {});
   std::vector<bool> held_mask() const;
+  // spec.describe() with the C the plan holds beside the one asked for.
+  std::string describe() const { return spec.describe(plan.held_fraction()); }
   std::vector<bool> trained_mask() const;
   // Each group's partition on this rank: over its owners, at the spec's
   // shard level, for the groups this rank trains (others whole).

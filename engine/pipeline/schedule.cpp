@@ -182,6 +182,62 @@ Schedule zero_bubble_h1(int P, int M) {
   return s;
 }
 
+// No pipelining: every stage runs F(mb) and B(mb) (or I(mb)) in turn, so
+// the first stage starts a micro-batch only once the previous one's
+// backward is back: one micro-batch in the pipeline at a time.
+Schedule naive(int P, int M, ActionKind backward) {
+  Schedule s{M, std::vector<std::vector<Action>>(P)};
+  for (auto& stage : s.stages)
+    for (int mb = 0; mb < M; ++mb) {
+      stage.push_back({ActionKind::forward, mb});
+      stage.push_back({backward, mb});
+    }
+  return s;
+}
+
+// 1F1B's F and I order kept on every stage; in the cool-down (the stage's
+// forwards all issued) a stage whose next I has not arrived runs its
+// oldest deferred W instead; the Ws left over end the list. List
+// scheduling at unit cost (F = I = W), no latency, as zb-h1.
+Schedule one_f_one_b_cooldown(int P, int M) {
+  const Schedule order = one_f_one_b(P, M, ActionKind::input_grad);
+  Schedule s{M, std::vector<std::vector<Action>>(P)};
+  const int never = -1;
+  std::vector<std::vector<int>> f_end(P, std::vector<int>(M, never));
+  std::vector<std::vector<int>> i_end(P, std::vector<int>(M, never));
+  std::vector<size_t> next(P, 0);      // next position in order.stages[st]
+  std::vector<int> forwards(P, 0), inputs(P, 0), next_w(P, 0);
+  auto done = [&](int end, int t) { return end != never && end <= t; };
+  int finished = 0;
+  for (int t = 0; finished < P; ++t) {
+    SDP_CHECK(t <= 4 * P * M + 4, "1f1b-2bp-cooldown list scheduling made no progress at step ",
+              t);
+    for (int st = 0; st < P; ++st) {
+      const std::vector<Action>& list = order.stages[static_cast<size_t>(st)];
+      auto& stage = s.stages[static_cast<size_t>(st)];
+      if (next[st] == list.size()) continue;
+      const Action a = list[next[st]];
+      const bool ready = a.kind == ActionKind::forward
+                             ? st == 0 || done(f_end[st - 1][a.microbatch], t)
+                             : done(f_end[st][a.microbatch], t) &&
+                                   (st == P - 1 || done(i_end[st + 1][a.microbatch], t));
+      if (ready) {
+        stage.push_back(a);
+        (a.kind == ActionKind::forward ? f_end : i_end)[st][a.microbatch] = t + 1;
+        ++(a.kind == ActionKind::forward ? forwards : inputs)[st];
+        if (++next[st] == list.size()) {
+          while (next_w[st] < M) stage.push_back({ActionKind::weight_grad, next_w[st]++});
+          ++finished;
+        }
+      } else if (forwards[st] == M && next_w[st] < inputs[st]) {
+        // A stage runs one action at a time: its own earlier I has ended.
+        stage.push_back({ActionKind::weight_grad, next_w[st]++});
+      }
+    }
+  }
+  return s;
+}
+
 }  // namespace
 
 std::string to_string(const Action& action) {
@@ -233,7 +289,9 @@ Action parse_action(const std::string& text) {
 }
 
 const std::vector<std::string>& schedule_names() {
-  static const std::vector<std::string> names{"gpipe", "1f1b", "gpipe-2bp", "1f1b-2bp", "zb-h1"};
+  static const std::vector<std::string> names{"gpipe",     "1f1b",      "gpipe-2bp",
+                                              "1f1b-2bp",  "zb-h1",     "1f1b-2bp-cooldown",
+                                              "naive",     "naive-2bp"};
   return names;
 }
 
@@ -252,6 +310,13 @@ Schedule make_schedule(const std::string& name, int stages, int microbatches) {
     return s;
   }
   if (name == "zb-h1") return zero_bubble_h1(stages, microbatches);
+  if (name == "1f1b-2bp-cooldown") return one_f_one_b_cooldown(stages, microbatches);
+  if (name == "naive") return naive(stages, microbatches, ActionKind::backward);
+  if (name == "naive-2bp") {
+    Schedule s = naive(stages, microbatches, ActionKind::input_grad);
+    append_weight_grads(s);
+    return s;
+  }
   std::string valid;
   for (const auto& n : schedule_names()) valid += (valid.empty() ? "" : ", ") + n;
   fail("pipeline schedule \"", name, "\" is unknown (valid: ", valid, ")");

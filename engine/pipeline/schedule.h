@@ -94,7 +94,8 @@ bool lists_communication(const Schedule& schedule);
 // is returned as it is (validate() judges it).
 Schedule with_communication(const Schedule& schedule);
 
-// Names make_schedule accepts: gpipe, 1f1b, gpipe-2bp, 1f1b-2bp, zb-h1.
+// Names make_schedule accepts: gpipe, 1f1b, gpipe-2bp, 1f1b-2bp, zb-h1,
+// 1f1b-2bp-cooldown, naive, naive-2bp.
 const std::vector<std::string>& schedule_names();
 
 // The named schedule for `stages` stages and `microbatches` micro-batches:
@@ -116,6 +117,18 @@ const std::vector<std::string>& schedule_names();
 //   kept while W waits. At uniform cost (F = I = W = 1, B = 2) the step is
 //   3M + (P-1) against 1F1B's 3(M + P - 1): the bubble (P-1)(F + I - W) of
 //   the paper, a third of 1F1B's (P-1)(F + I + W).
+// - 1f1b-2bp-cooldown: 1f1b-2bp's F and I in 1F1B's order on every stage,
+//   with the deferred W spent in the cool-down's bubbles micro-batch by
+//   micro-batch, as the 2BP authors do: once a stage has issued all its
+//   forwards, whenever its next I's gradient has not arrived it runs its
+//   oldest pending W; the Ws still pending follow its last I (one run,
+//   which --deferred-weight-grads batched computes as one batched W).
+//   Built by list scheduling at unit cost (F = I = W), no latency, as
+//   zb-h1; unlike zb-h1 nothing moves in warm-up and steady state, so
+//   memory stays 1f1b-2bp's.
+// - naive: no pipelining (the 2BP paper's baseline): every stage runs F(mb)
+//   then B(mb) in turn, so one micro-batch is in the pipeline at a time;
+//   naive-2bp: the same with I in place of each B and every W at the end.
 // Fails for an unknown name (listing the valid ones) or counts below 1.
 Schedule make_schedule(const std::string& name, int stages, int microbatches);
 

@@ -10,8 +10,13 @@
 
 namespace sdp::pipeline {
 
-StageExecutor::StageExecutor(Model& model, Schedule schedule, int stage, comm::Communicator* pipe)
-    : model_(model), schedule_(std::move(schedule)), stage_(stage), pipe_(pipe) {
+StageExecutor::StageExecutor(Model& model, Schedule schedule, int stage, comm::Communicator* pipe,
+                             DeferredWeightGrads weight_grads)
+    : model_(model),
+      schedule_(std::move(schedule)),
+      stage_(stage),
+      pipe_(pipe),
+      weight_grads_(weight_grads) {
   const int P = schedule_.num_stages();
   SDP_CHECK(stage_ >= 0 && stage_ < P, "stage ", stage_, " of a ", P, "-stage schedule");
   SDP_CHECK(P == 1 || (pipe_ && pipe_->size() == P && pipe_->rank() == stage_),
@@ -83,8 +88,36 @@ StageStepResult StageExecutor::run(const MicroBatchFeed& feed, double loss_scale
     return t;
   };
 
+  // Batched deferred weight gradients: where each run of W actions ends,
+  // keyed by its first index (runs of one included: they run as W does).
+  std::map<size_t, size_t> weight_runs;
+  if (weight_grads_ == DeferredWeightGrads::batched)
+    for (const auto& [begin, end] : weight_grad_runs(actions)) weight_runs[begin] = end;
+
   for (size_t index = 0; index < actions.size(); ++index) {
     const Action& a = actions[index];
+    if (auto run = weight_runs.find(index); run != weight_runs.end() && run->second > index + 1) {
+      const size_t end = run->second;
+      std::vector<int> mbs;
+      for (size_t k = index; k < end; ++k) mbs.push_back(actions[k].microbatch);
+      const bool last = last_weight_grads >= index && last_weight_grads < end;
+      PhaseScope phase(mem, Phase::backward);
+      const double start = now();
+      if (hooks.before) hooks.before(a, last);
+      model_.backward_weight_batched(mbs, hooks.ready);
+      if (hooks.after) hooks.after(actions[end - 1], last);
+      ops::synchronize(device);
+      const double stop = now();
+      // One computation for the run: each W gets an equal share of its time.
+      const double share = (stop - start) / static_cast<double>(end - index);
+      auto boundary = [&](size_t k) {  // where the k-th W of the run starts
+        return k == end ? stop : start + share * static_cast<double>(k - index);
+      };
+      for (size_t k = index; k < end; ++k) r.timings.push_back({boundary(k), boundary(k + 1)});
+      r.busy_seconds += stop - start;
+      index = end - 1;
+      continue;
+    }
     const int mb = a.microbatch;
     // A forward's batch is fetched first, outside its memory phase (a
     // loader's buffers are not the forward's).

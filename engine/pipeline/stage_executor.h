@@ -12,7 +12,10 @@
 //   B(mb)       backward_stage, input and weight gradients
 //   I(mb)       backward_stage with the weight gradients deferred (2BP)
 //   SEND_B(mb)  send the input gradient to the previous stage, without waiting
-//   W(mb)       backward_weight of micro-batch mb
+//   W(mb)       backward_weight of micro-batch mb; with
+//               DeferredWeightGrads::batched a run of adjacent W actions
+//               is one backward_weight_batched over their micro-batches
+//               (deferred_weight_grads.h)
 //
 // Sends never block (Communicator::send_async) and receives block until
 // their message is in, which is the execution model the validator proves
@@ -41,6 +44,7 @@
 #include <vector>
 
 #include "comm/communicator.h"
+#include "engine/pipeline/deferred_weight_grads.h"
 #include "engine/pipeline/schedule.h"
 #include "engine/pipeline/schedule_simulator.h"
 #include "models/common/model.h"
@@ -70,7 +74,9 @@ struct StageStepResult {
 // The strategy's part of a step, called around each compute action (F, B,
 // I, W) of this stage. `last_weight_grads`: the action is the stage's last
 // that writes weight gradients (its last B or W), after which they are
-// final for the step. `ready` is handed to every B, I and W (the model
+// final for the step. A batched run of W actions gets one before (with its
+// first W) and one after (with its last), `last_weight_grads` true when
+// the run holds the stage's last W. `ready` is handed to every B, I and W (the model
 // calls it for parameters whose gradients the action made final).
 struct StepHooks {
   std::function<void(const Action& action, bool last_weight_grads)> before, after;
@@ -86,10 +92,12 @@ class StageExecutor {
  public:
   // `schedule`: validated, in explicit form (with_communication). `pipe`:
   // the P ranks of this rank's replica, rank s = stage s (null for P = 1).
-  StageExecutor(Model& model, Schedule schedule, int stage, comm::Communicator* pipe);
+  StageExecutor(Model& model, Schedule schedule, int stage, comm::Communicator* pipe,
+                DeferredWeightGrads weight_grads = DeferredWeightGrads::per_micro_batch);
 
   const Schedule& schedule() const { return schedule_; }
   int stage() const { return stage_; }
+  DeferredWeightGrads weight_grads() const { return weight_grads_; }
 
   // One step: batches[mb] for every micro-batch of the schedule.
   // loss_scale as Model::backward; `ready` hears of final weight gradients.
@@ -107,6 +115,7 @@ class StageExecutor {
   Schedule schedule_;
   int stage_ = 0;
   comm::Communicator* pipe_ = nullptr;
+  DeferredWeightGrads weight_grads_ = DeferredWeightGrads::per_micro_batch;
 };
 
 }  // namespace sdp::pipeline

@@ -8,6 +8,7 @@
 #include <map>
 #include <mutex>
 #include <numeric>
+#include <set>
 #include <sstream>
 
 #include "engine/core/counter_rng.h"
@@ -36,45 +37,94 @@ namespace {
 
 using Matrix = std::vector<std::vector<bool>>;
 
-// r = round(C N), halves up; refused when a component would get no owner.
-int owners_per_component(const PlanRequest& q) {
-  if (q.owners != 0) {
-    if (q.owners < 0 || q.owners > q.world)
-      fail("subnet plan: owners = ", q.owners, " per component is invalid with world = ", q.world,
-           " (valid: 1 .. ", q.world, ", or 0 for round(C N))");
-    return q.owners;
+// m = round(C K), halves up (the 1e-9 keeps a C written in decimals, such
+// as 0.35 of 20, from falling just below its half); or PlanRequest::per_rank.
+int components_per_rank(const PlanRequest& q) {
+  const int K = q.components, N = q.world;
+  // One rank has no one to share with: it holds every component (DDP, which
+  // ownership_shortfall says), as a single-process run of an SDP strategy
+  // always has.
+  if (N == 1 && q.per_rank == 0) return K;
+  int m = q.per_rank;
+  if (m != 0) {
+    if (m < 1 || m > K)
+      fail("subnet plan: per_rank = ", m, " components per rank is invalid with ", K,
+           " components (valid: 1 .. ", K, ", or 0 for round(C K))");
+  } else {
+    const double exact = q.active_fraction * K;
+    m = static_cast<int>(std::min<double>(K, std::floor(exact + 0.5 + 1e-9)));
+    if (m < 1)
+      fail("subnet plan: active_fraction C = ", q.active_fraction, " with K = ", K,
+           " components gives each rank round(C K) = 0 of them (valid: C >= 1/(2K) = ",
+           0.5 / K, ", which rounds to 1 component per rank)");
   }
-  const long r = std::lround(q.active_fraction * q.world);
-  if (r < 1)
-    fail("subnet plan: active_fraction C = ", q.active_fraction, " with world N = ", q.world,
-         " gives round(C N) = ", r, " owners per component (valid: C >= 1/N = ", 1.0 / q.world,
-         ", or world >= ", static_cast<long>(std::ceil(1.0 / q.active_fraction - 1e-9)),
-         " ranks for this C)");
-  return static_cast<int>(r);  // <= N, since C <= 1
+  if (static_cast<int64_t>(m) * N < K) {
+    const int64_t need = (static_cast<int64_t>(K) + N - 1) / N;  // ceil(K / N) per rank
+    fail("subnet plan: active_fraction C = ", q.active_fraction, " on world N = ", N,
+         " gives each rank m = ", m, " of the K = ", K, " components, m N = ",
+         static_cast<int64_t>(m) * N, " ownerships for ", K,
+         " components, so some component would have no owner (valid: C >= ceil(K / N) / K = ",
+         static_cast<double>(need) / K, " on ", N, " ranks, or world >= ceil(K / m) = ",
+         (static_cast<int64_t>(K) + m - 1) / m, " ranks for this C)");
+  }
+  return m;
 }
 
-Matrix build_cyclic(int world, int components, int r) {
+// The walk order of the constructions: position p holds column order[p].
+// Without classes the columns' own order. With classes each class is spread
+// evenly along the walk: its j-th column (of G) sits at key (j + 1/2) / G,
+// ties kept in class order, so a window of w consecutive positions holds a
+// column of every class once w >= max_c ceil(K / G_c) (S when every class
+// has the same G). The models list neuron groups group-major (group g of
+// every sublayer before group g + 1), which is this order when all G are
+// equal: such plans are unchanged by it.
+std::vector<int> walk_order(int components, const std::vector<int>& classes) {
+  std::vector<int> order(static_cast<size_t>(components));
+  std::iota(order.begin(), order.end(), 0);
+  if (classes.empty()) return order;
+  const int S = *std::max_element(classes.begin(), classes.end()) + 1;
+  std::vector<int64_t> size(static_cast<size_t>(S), 0), index(static_cast<size_t>(components));
+  for (int k = 0; k < components; ++k)
+    index[static_cast<size_t>(k)] = size[static_cast<size_t>(classes[static_cast<size_t>(k)])]++;
+  // (2 j + 1) / (2 G) compared by cross-multiplying: exact.
+  std::stable_sort(order.begin(), order.end(), [&](int a, int b) {
+    const auto ua = static_cast<size_t>(a), ub = static_cast<size_t>(b);
+    const int ca = classes[ua], cb = classes[ub];
+    const int64_t ka = (2 * index[ua] + 1) * size[static_cast<size_t>(cb)];
+    const int64_t kb = (2 * index[ub] + 1) * size[static_cast<size_t>(ca)];
+    if (ka != kb) return ka < kb;
+    return ca < cb;
+  });
+  return order;
+}
+
+Matrix build_cyclic(int world, int components, int m) {
   Matrix owns(static_cast<size_t>(world), std::vector<bool>(static_cast<size_t>(components)));
-  for (int k = 0; k < components; ++k) {
-    const int64_t start = static_cast<int64_t>(k) * world / components;
-    for (int j = 0; j < r; ++j)
-      owns[static_cast<size_t>((start + j) % world)][static_cast<size_t>(k)] = true;
+  for (int i = 0; i < world; ++i) {
+    const int64_t end =
+        ((static_cast<int64_t>(i) + 1) * components + world - 1) / world - 1;  // e_i
+    for (int j = 0; j < m; ++j)
+      owns[static_cast<size_t>(i)][static_cast<size_t>((end - j + components) % components)] = true;
   }
   return owns;
 }
 
-// Taking the r least-loaded ranks keeps every load within one of the others
-// (if loads are in {m, m+1} before, they are in {m, m+1} or {m+1, m+2}
-// after), which is the balance the header promises. The draws come from the
-// counter-based generator rather than std:: distributions, whose output is
-// implementation-defined, so every process builds the same plan.
-Matrix build_random(int world, int components, int r, uint64_t seed) {
+// Taking the o least-loaded ranks keeps every load within one of the others
+// (if loads are in {a, a+1} before, they are in {a, a+1} or {a+1, a+2}
+// after); they sum to m N at the end, so every rank holds m. The draws come
+// from the counter-based generator rather than std:: distributions, whose
+// output is implementation-defined, so every process builds the same plan.
+// When m N / K is whole every component takes r = m N / K ranks, the same
+// draws as the construction before fractional C.
+Matrix build_random(int world, int components, int m, uint64_t seed) {
   Matrix owns(static_cast<size_t>(world), std::vector<bool>(static_cast<size_t>(components)));
   const uint64_t key = splitmix64(seed ^ stable_hash("sdp.subnet_plan.random"));
+  const int64_t total = static_cast<int64_t>(m) * world;
   std::vector<int> load(static_cast<size_t>(world), 0);
   std::vector<int> order(static_cast<size_t>(world));
   std::vector<double> tie(static_cast<size_t>(world));
   for (int k = 0; k < components; ++k) {
+    const int64_t owners = (k + 1) * total / components - k * total / components;
     for (int i = 0; i < world; ++i)
       tie[static_cast<size_t>(i)] = counter_uniform(
           key, static_cast<uint64_t>(k) * static_cast<uint64_t>(world) + static_cast<uint64_t>(i));
@@ -85,7 +135,7 @@ Matrix build_random(int world, int components, int r, uint64_t seed) {
       if (tie[ua] != tie[ub]) return tie[ua] < tie[ub];
       return a < b;
     });
-    for (int j = 0; j < r; ++j) {
+    for (int64_t j = 0; j < owners; ++j) {
       const auto rank = static_cast<size_t>(order[static_cast<size_t>(j)]);
       owns[rank][static_cast<size_t>(k)] = true;
       ++load[rank];
@@ -94,11 +144,13 @@ Matrix build_random(int world, int components, int r, uint64_t seed) {
   return owns;
 }
 
-// Integer quotas q_i summing to r K: the shares min(K, lambda w_i) that sum
-// to r K (lambda by bisection), floored, and the remaining ownerships to the
-// largest remainders (ties to the lower rank), never above K.
-std::vector<int> weighted_quotas(int components, int r, const std::vector<double>& weights) {
-  const double total = static_cast<double>(r) * components;
+// Integer quotas q_i summing to `total` ownerships: the shares min(K,
+// lambda w_i) that sum to it (lambda by bisection), floored, and the
+// remaining ownerships to the largest remainders (ties to the lower rank),
+// never above K.
+std::vector<int> weighted_quotas(int components, int64_t total_ownerships,
+                                 const std::vector<double>& weights) {
+  const double total = static_cast<double>(total_ownerships);
   const auto share = [&](double lambda, double w) { return std::min<double>(components, lambda * w); };
   double lo = 0, hi = 1;
   const auto sum_at = [&](double lambda) {
@@ -121,7 +173,7 @@ std::vector<int> weighted_quotas(int components, int r, const std::vector<double
   std::iota(order.begin(), order.end(), size_t{0});
   std::stable_sort(order.begin(), order.end(),
                    [&](size_t a, size_t b) { return remainder[a] > remainder[b]; });
-  for (size_t j = 0; given < static_cast<int64_t>(total); j = (j + 1) % order.size())
+  for (size_t j = 0; given < total_ownerships; j = (j + 1) % order.size())
     if (quota[order[j]] < components) {
       ++quota[order[j]];
       ++given;
@@ -129,20 +181,174 @@ std::vector<int> weighted_quotas(int components, int r, const std::vector<double
   return quota;
 }
 
-// The ranks' quotas laid end to end in rank order as r K slots; component k
-// takes slots k, k + K, ..., k + (r - 1) K. A rank's run of at most K
-// consecutive slots holds at most one of any K apart, so the r owners are
-// distinct, and it maps to a cyclic window of components: with equal
-// weights this is the cyclic plan's shape, windows overlapping along the
-// ring so that the mask graph stays connected.
-Matrix build_weighted(int world, int components, int r, const std::vector<double>& weights) {
+// The ranks' quotas laid end to end in rank order as m N slots; slot s goes
+// to component s mod K. A rank's run of at most K consecutive slots holds at
+// most one of any K apart, so its components are distinct, and it maps to a
+// cyclic window of components; the slots of component k are k, k + K, ...,
+// floor or ceil of m N / K of them.
+Matrix build_weighted(int world, int components, int m, const std::vector<double>& weights) {
   Matrix owns(static_cast<size_t>(world), std::vector<bool>(static_cast<size_t>(components)));
-  const std::vector<int> quota = weighted_quotas(components, r, weights);
+  const std::vector<int> quota =
+      weighted_quotas(components, static_cast<int64_t>(m) * world, weights);
   int64_t slot = 0;
   for (int rank = 0; rank < world; ++rank)
     for (int j = 0; j < quota[static_cast<size_t>(rank)]; ++j, ++slot)
       owns[static_cast<size_t>(rank)][static_cast<size_t>(slot % components)] = true;
   return owns;
+}
+
+// Components of each class a rank holds: [rank][class].
+std::vector<std::vector<int>> class_counts(const Matrix& owns, const std::vector<int>& classes,
+                                           int class_count) {
+  std::vector<std::vector<int>> count(owns.size(), std::vector<int>(static_cast<size_t>(class_count)));
+  for (size_t i = 0; i < owns.size(); ++i)
+    for (size_t k = 0; k < classes.size(); ++k)
+      if (owns[i][k]) ++count[i][static_cast<size_t>(classes[k])];
+  return count;
+}
+
+// A swap: rank a gives up component x and takes y, rank b gives up y and
+// takes x (a owns x and not y, b owns y and not x). Every rank's and every
+// component's count stays.
+void swap_ownership(Matrix& owns, size_t a, size_t x, size_t b, size_t y) {
+  owns[a][x] = false;
+  owns[a][y] = true;
+  owns[b][y] = false;
+  owns[b][x] = true;
+}
+
+// Gives every rank a component of every class where swaps can: a rank a
+// missing class s takes a component x of s from a rank b that holds two of
+// s, handing b a component y of a class a holds twice (which b lacks). Each
+// swap covers one (rank, class) pair and uncovers none.
+void cover_classes(Matrix& owns, const std::vector<int>& classes) {
+  if (classes.empty()) return;
+  const int S = *std::max_element(classes.begin(), classes.end()) + 1;
+  auto count = class_counts(owns, classes, S);
+  const size_t N = owns.size(), K = classes.size();
+  for (size_t a = 0; a < N; ++a) {
+    // A rank holding fewer components than classes cannot hold them all;
+    // one holding at least S but missing one holds some class twice.
+    if (std::count(owns[a].begin(), owns[a].end(), true) < S) continue;
+    for (size_t s = 0; s < static_cast<size_t>(S); ++s) {
+      for (size_t b = 0; b < N && count[a][s] == 0; ++b) {
+        if (count[b][s] < 2) continue;
+        size_t x = 0;  // any of b's components of class s: a holds none of them
+        while (static_cast<size_t>(classes[x]) != s || !owns[b][x]) ++x;
+        for (size_t y = 0; y < K; ++y) {
+          const auto t = static_cast<size_t>(classes[y]);
+          if (!owns[a][y] || owns[b][y] || count[a][t] < 2) continue;
+          swap_ownership(owns, a, y, b, x);  // a: y for x; b: x for y
+          --count[a][t], ++count[a][s], --count[b][s], ++count[b][t];
+          break;
+        }
+      }
+    }
+  }
+}
+
+// The bipartite rank/component graph: vertices 0 .. N - 1 the ranks, N + k
+// component k, an edge per ownership.
+struct MaskGraph {
+  std::vector<std::vector<int>> adjacent;
+  std::vector<int> label;  // connected component of each vertex
+  int parts = 0;
+  std::set<std::pair<int, int>> bridges;  // (rank, N + component)
+
+  explicit MaskGraph(const Matrix& owns) {
+    const int N = static_cast<int>(owns.size()), K = static_cast<int>(owns[0].size());
+    adjacent.resize(static_cast<size_t>(N + K));
+    for (int i = 0; i < N; ++i)
+      for (int k = 0; k < K; ++k)
+        if (owns[static_cast<size_t>(i)][static_cast<size_t>(k)]) {
+          adjacent[static_cast<size_t>(i)].push_back(N + k);
+          adjacent[static_cast<size_t>(N + k)].push_back(i);
+        }
+    find_parts_and_bridges();
+  }
+
+  // One iterative depth-first search: labels and low links (Tarjan).
+  void find_parts_and_bridges() {
+    const size_t V = adjacent.size();
+    label.assign(V, -1);
+    std::vector<int> depth(V, -1), low(V, 0), parent(V, -1);
+    std::vector<size_t> next(V, 0);
+    for (size_t root = 0; root < V; ++root) {
+      if (label[root] >= 0) continue;
+      std::vector<int> stack{static_cast<int>(root)};
+      depth[root] = low[root] = 0;
+      label[root] = parts;
+      while (!stack.empty()) {
+        const auto v = static_cast<size_t>(stack.back());
+        if (next[v] < adjacent[v].size()) {
+          const int w = adjacent[v][next[v]++];
+          const auto uw = static_cast<size_t>(w);
+          if (depth[uw] < 0) {
+            depth[uw] = low[uw] = depth[v] + 1;
+            parent[uw] = static_cast<int>(v);
+            label[uw] = parts;
+            stack.push_back(w);
+          } else if (w != parent[v]) {  // no multi-edges: the parent edge is the only one
+            low[v] = std::min(low[v], depth[uw]);
+          }
+        } else {
+          stack.pop_back();
+          const int p = parent[v];
+          if (p >= 0) {
+            const auto up = static_cast<size_t>(p);
+            low[up] = std::min(low[up], low[v]);
+            if (low[v] > depth[up])
+              bridges.insert({std::min(p, static_cast<int>(v)), std::max(p, static_cast<int>(v))});
+          }
+        }
+      }
+      ++parts;
+    }
+  }
+};
+
+// Joins a disconnected plan whose counts allow a connected one (m N >= N +
+// K - 1: then some part has a cycle). Swapping a cycle edge (a, x) of one
+// part with any edge (b, y) of another keeps the first part connected, and
+// the new edges (a, y), (b, x) tie both halves of the second to it: one part
+// fewer per swap. Swaps that would uncover a class are skipped; where none
+// is left, the plan stays as it is (its spectral gap says 0).
+void join_parts(Matrix& owns, const std::vector<int>& classes) {
+  const int N = static_cast<int>(owns.size()), K = static_cast<int>(owns[0].size());
+  int64_t edges = 0;
+  for (const auto& row : owns) edges += std::count(row.begin(), row.end(), true);
+  if (N == 1 || edges < static_cast<int64_t>(N) + K - 1) return;
+  const int S = classes.empty() ? 0 : *std::max_element(classes.begin(), classes.end()) + 1;
+  for (;;) {
+    const MaskGraph g(owns);
+    if (g.parts == 1) return;
+    const auto counts = class_counts(owns, classes, S);
+    // A swap keeps coverage when the classes match or both ranks keep one.
+    const auto keeps = [&](int a, int x, int b, int y) {
+      if (classes.empty()) return true;
+      const int cx = classes[static_cast<size_t>(x)], cy = classes[static_cast<size_t>(y)];
+      return cx == cy || (counts[static_cast<size_t>(a)][static_cast<size_t>(cx)] >= 2 &&
+                          counts[static_cast<size_t>(b)][static_cast<size_t>(cy)] >= 2);
+    };
+    bool swapped = false;
+    for (int a = 0; a < N && !swapped; ++a)
+      for (int xv : g.adjacent[static_cast<size_t>(a)]) {
+        if (g.bridges.count({a, xv})) continue;
+        const int part = g.label[static_cast<size_t>(a)];
+        for (int b = 0; b < N && !swapped; ++b) {
+          if (g.label[static_cast<size_t>(b)] == part) continue;
+          for (int yv : g.adjacent[static_cast<size_t>(b)])
+            if (keeps(a, xv - N, b, yv - N)) {
+              swap_ownership(owns, static_cast<size_t>(a), static_cast<size_t>(xv - N),
+                             static_cast<size_t>(b), static_cast<size_t>(yv - N));
+              swapped = true;
+              break;
+            }
+        }
+        if (swapped) break;
+      }
+    if (!swapped) return;
+  }
 }
 
 uint64_t matrix_hash(const Matrix& owns) {
@@ -183,7 +389,7 @@ SubnetPlan SubnetPlan::build(const PlanRequest& q) {
   if (!(q.active_fraction > 0 && q.active_fraction <= 1))
     fail("subnet plan: active_fraction C = ", q.active_fraction,
          " is invalid (valid: (0, 1]; C = 1 is DDP)");
-  const int r = owners_per_component(q);
+  const int m = components_per_rank(q);
   if (q.construction == PlanConstruction::weighted) {
     if (static_cast<int>(q.rank_weights.size()) != q.world)
       fail("subnet plan: a weighted plan has ", q.rank_weights.size(), " rank weights for ",
@@ -193,14 +399,40 @@ SubnetPlan SubnetPlan::build(const PlanRequest& q) {
         fail("subnet plan: rank ", i, "'s weight ", q.rank_weights[i],
              " is invalid (valid: a finite number > 0)");
   }
-  Matrix owns = q.construction == PlanConstruction::cyclic
-                    ? build_cyclic(q.world, q.components, r)
-                : q.construction == PlanConstruction::random
-                    ? build_random(q.world, q.components, r, q.seed)
-                    : build_weighted(q.world, q.components, r, q.rank_weights);
+  if (!q.classes.empty()) {
+    if (static_cast<int>(q.classes.size()) != q.components)
+      fail("subnet plan: ", q.classes.size(), " component classes for ", q.components,
+           " components (valid: none, or one per component)");
+    std::vector<bool> seen(q.classes.size(), false);
+    for (int c : q.classes) {
+      if (c < 0 || c >= q.components)
+        fail("subnet plan: component class ", c, " is invalid (valid: 0 .. ", q.components - 1,
+             ")");
+      seen[static_cast<size_t>(c)] = true;
+    }
+    const int S = *std::max_element(q.classes.begin(), q.classes.end()) + 1;
+    for (int c = 0; c < S; ++c)
+      if (!seen[static_cast<size_t>(c)])
+        fail("subnet plan: component class ", c, " has no component (valid: ids 0 .. S - 1, each used)");
+  }
+  // Built along the walk order, then each position's owners moved to its column.
+  const Matrix walked = q.construction == PlanConstruction::cyclic
+                            ? build_cyclic(q.world, q.components, m)
+                        : q.construction == PlanConstruction::random
+                            ? build_random(q.world, q.components, m, q.seed)
+                            : build_weighted(q.world, q.components, m, q.rank_weights);
+  const std::vector<int> order = walk_order(q.components, q.classes);
+  Matrix owns(walked.size(), std::vector<bool>(static_cast<size_t>(q.components)));
+  for (size_t i = 0; i < walked.size(); ++i)
+    for (size_t p = 0; p < order.size(); ++p)
+      owns[i][static_cast<size_t>(order[p])] = walked[i][p];
+  cover_classes(owns, q.classes);
+  join_parts(owns, q.classes);
   return SubnetPlan(std::move(owns), q.active_fraction,
-                    std::string(plan_construction_name(q.construction)), q.seed);
+                    std::string(plan_construction_name(q.construction)), q.seed, q.classes);
 }
+
+int SubnetPlan::per_rank(const PlanRequest& request) { return components_per_rank(request); }
 
 SubnetPlan SubnetPlan::from_matrix(std::vector<std::vector<bool>> owns) {
   if (owns.empty())
@@ -231,10 +463,11 @@ SubnetPlan SubnetPlan::from_matrix(std::vector<std::vector<bool>> owns) {
 }
 
 SubnetPlan::SubnetPlan(std::vector<std::vector<bool>> owns, double active_fraction,
-                       std::string construction, uint64_t seed) {
+                       std::string construction, uint64_t seed, std::vector<int> classes) {
   auto s = std::make_shared<State>();
   s->owns = std::move(owns);
   s->active_fraction = active_fraction;
+  s->classes = std::move(classes);
   s->construction = std::move(construction);
   s->seed = seed;
   const size_t components = s->owns[0].size();
@@ -251,6 +484,10 @@ SubnetPlan::SubnetPlan(std::vector<std::vector<bool>> owns, double active_fracti
   }
   for (const auto& set : s->owners) s->owner_set_of.push_back(index.at(set));
 
+  size_t owned = 0;
+  for (const auto& set : s->owners) owned += set.size();
+  s->held_fraction =
+      static_cast<double>(owned) / static_cast<double>(s->owns.size() * components);
   s->spectral_gap = mask_graph_spectral_gap(s->owns);
   s->hash = matrix_hash(s->owns);
   s_ = std::move(s);
@@ -259,7 +496,11 @@ SubnetPlan::SubnetPlan(std::vector<std::vector<bool>> owns, double active_fracti
 std::string SubnetPlan::cache_key(const PlanRequest& q) {
   std::string key = format("build:", plan_construction_name(q.construction), ":", q.world, ":",
                            q.components, ":", std::bit_cast<uint64_t>(q.active_fraction), ":",
-                           q.seed, ":", q.owners);
+                           q.seed, ":", q.per_rank, ":classes");
+  for (int c : q.classes) {
+    key += ',';
+    key += std::to_string(c);
+  }
   for (double w : q.rank_weights) {
     key += ':';
     key += std::to_string(std::bit_cast<uint64_t>(w));
@@ -321,6 +562,41 @@ std::vector<int> SubnetPlan::owned(int rank) const {
   return out;
 }
 
+std::string SubnetPlan::coverage_warning(const std::vector<std::string>& component_names) const {
+  const auto missing = uncovered();
+  if (missing.empty()) return "";
+  // A class named after its first component, less the group index.
+  const auto class_name = [&](int cls) {
+    for (int c = 0; c < components(); ++c)
+      if (s_->classes[static_cast<size_t>(c)] == cls &&
+          static_cast<int>(component_names.size()) == components()) {
+        const std::string& name = component_names[static_cast<size_t>(c)];
+        return name.substr(0, name.rfind('.'));
+      }
+    return "class " + std::to_string(cls);
+  };
+  std::string out = format("warning: ", missing.size(), " (rank, sublayer) pair",
+                           missing.size() > 1 ? "s hold" : " holds",
+                           " no component of a sublayer the rank runs (a rank holding fewer "
+                           "components than sublayers cannot hold them all; a larger C can): ");
+  const size_t shown = std::min<size_t>(missing.size(), 8);
+  for (size_t i = 0; i < shown; ++i)
+    out += format(i ? ", " : "", "rank ", missing[i].first, " ", class_name(missing[i].second));
+  if (shown < missing.size()) out += ", ...";
+  return out + "\n";
+}
+
+std::vector<std::pair<int, int>> SubnetPlan::uncovered() const {
+  std::vector<std::pair<int, int>> out;
+  if (s_->classes.empty()) return out;
+  const int S = *std::max_element(s_->classes.begin(), s_->classes.end()) + 1;
+  const auto count = class_counts(s_->owns, s_->classes, S);
+  for (int i = 0; i < world(); ++i)
+    for (int c = 0; c < S; ++c)
+      if (count[static_cast<size_t>(i)][static_cast<size_t>(c)] == 0) out.emplace_back(i, c);
+  return out;
+}
+
 int SubnetPlan::owner_set_of(int component) const {
   check_component(component);
   return s_->owner_set_of[static_cast<size_t>(component)];
@@ -340,7 +616,12 @@ std::string SubnetPlan::table(const std::vector<std::string>& component_names) c
 
   std::ostringstream os;
   os << "subnet plan: " << n << " ranks x " << k << " components, active fraction "
-     << s_->active_fraction << ", " << s_->construction;
+     << s_->active_fraction;
+  // The C actually used, beside the one asked for, where rounding to whole
+  // components per rank moved it.
+  if (std::abs(s_->held_fraction - s_->active_fraction) > 1e-9)
+    os << " (held " << s_->held_fraction << ")";
+  os << ", " << s_->construction;
   if (s_->construction == "random") os << " (seed " << s_->seed << ")";
   os << "\n";
 
@@ -389,6 +670,8 @@ std::string SubnetPlan::table(const std::vector<std::string>& component_names) c
        << (idle.size() > 1 ? " own" : " owns")
        << " no component and train only the shared parameters\n";
 
+  os << coverage_warning(component_names);
+
   if (!component_names.empty()) {
     os << "components:";
     for (int c = 0; c < k; ++c)
@@ -403,7 +686,13 @@ nlohmann::json SubnetPlan::to_json() const {
   j["world"] = world();
   j["components"] = components();
   j["active_fraction"] = s_->active_fraction;
+  j["held_fraction"] = s_->held_fraction;
   j["construction"] = s_->construction;
+  if (!s_->classes.empty()) {
+    nlohmann::json missing = nlohmann::json::array();
+    for (const auto& [rank, cls] : uncovered()) missing.push_back({rank, cls});
+    j["uncovered"] = missing;
+  }
   if (s_->construction == "random") j["seed"] = s_->seed;
   std::vector<int> owners_per_component, owned_per_rank;
   for (const auto& set : s_->owners) owners_per_component.push_back(static_cast<int>(set.size()));

@@ -212,7 +212,14 @@ void Trainer::build_step_schedule() {
   const ParallelSettings& p = config_.parallel;
   const int P = layout_.stage_count();
   const int M = static_cast<int>(config_.grad_accum);
+  const pipeline::DeferredWeightGrads weight_grads =
+      pipeline::parse_deferred_weight_grads(p.deferred_weight_grads);
+  const bool batched = weight_grads == pipeline::DeferredWeightGrads::batched;
   if (!layout_.pipelined()) {
+    if (batched)
+      throw CollectiveError(
+          "config: deferred_weight_grads = 'batched' needs a pipeline (pipeline_stages > 1) "
+          "with a split schedule; a job without one runs each backward whole");
     // One stage: the micro-batches one after another. The pipeline
     // schedule setting names how a pipeline's stages interleave them.
     executor_ = std::make_unique<pipeline::StageExecutor>(
@@ -235,6 +242,9 @@ void Trainer::build_step_schedule() {
     pipeline::validate(schedule);
     schedule = pipeline::with_communication(schedule);  // the sends and receives, listed
     pipeline::validate(schedule);
+    if (batched && !pipeline::has_weight_grads(schedule))
+      fail("deferred_weight_grads = 'batched' needs a split schedule, one with W actions "
+           "(gpipe-2bp, 1f1b-2bp, zb-h1, 1f1b-2bp-cooldown, naive-2bp, or a file with I/W)");
   } catch (const Error& e) {
     // A generated schedule's error lists the names; a file is the other form.
     const bool named = p.schedule.rfind("file:", 0) != 0;
@@ -244,7 +254,8 @@ void Trainer::build_step_schedule() {
   // The replica's P ranks, in stage order: its line of the mesh's
   // pipeline axis.
   executor_ = std::make_unique<pipeline::StageExecutor>(*model_, std::move(schedule), layout_.stage,
-                                                        groups_->along(MeshAxis::pipeline));
+                                                        groups_->along(MeshAxis::pipeline),
+                                                        weight_grads);
   micro_inputs_.resize(static_cast<size_t>(M));
   micro_targets_.resize(static_cast<size_t>(M));
 }
@@ -362,6 +373,8 @@ StepResult Trainer::train_step() {
       buckets_->finish();  // what backward did not start yet, then wait for all
     else
       groups_->average_gradients(*state_, reduce_dtype_, alloc_.get());
+    // Shared parameters of a sublayer some ranks skip: over its users only.
+    groups_->average_over_users(*state_);
     // One small all-reduce carries the loss, this rank's share of the
     // squared gradient norm (each whole group counted once, by its root;
     // each sharded group by its shards) and a classifier's correct counts.
@@ -489,7 +502,7 @@ Trainer::EvalFigures Trainer::evaluate_model(Model& model) {
   // allocator (rank 0's full copy is on the host).
   auto val = make_batch_loader(config_, data::Split::val, data::StreamPart{}, model.allocator(),
                                model.dtype());
-  const std::vector<int> top_k = model.accuracy_top_k();
+  const std::vector<int> top_k = model.evaluation_top_k();
   double sum = 0;
   int64_t count = 0;
   std::vector<double> correct(top_k.size(), 0.0);
@@ -537,8 +550,8 @@ EvalResult Trainer::evaluate_all() {
   comm::Communicator& w = *world_;
   EvalResult out;
   // Each rank's own subnetwork's loss and accuracies, gathered to every rank:
-  // [1 + K] per rank, K = the model's top-k accuracies (none for token models).
-  const std::vector<int> top_k = model_->accuracy_top_k();
+  // [1 + K] per rank, K = the model's evaluation top-k accuracies.
+  const std::vector<int> top_k = model_->evaluation_top_k();
   const int64_t figures = 1 + static_cast<int64_t>(top_k.size());
   auto pack = [&](const EvalFigures& f, double* to) {
     to[0] = f.loss;

@@ -1,6 +1,7 @@
 #include "models/common/block_model.h"
 
 #include <limits>
+#include <set>
 #include <utility>
 
 #include "kernels/ops.h"
@@ -142,7 +143,7 @@ double BlockModel::run_stage(const Tensor& inputs, const Tensor& targets, OwnedT
     total = ops::sum(*losses);
   }
   // Before backward turns the logits into their gradient.
-  const std::vector<int> ks = accuracy_top_k();
+  const std::vector<int> ks = train ? accuracy_top_k() : evaluation_top_k();
   top_k_correct_.assign(ks.size(), 0);
   if (!ks.empty()) ops::count_top_k(*h.logits, h.targets, ks, top_k_correct_);
   if (train) {
@@ -215,6 +216,23 @@ void BlockModel::backward_weight(const GradsReady& ready, int micro_batch) {
             " needs backward(split_weight_grads = true) of it first");
   trunk_->backward_weight(it->second.trunk, ready, *alloc_);
   in_flight_.erase(it);
+}
+
+void BlockModel::backward_weight_batched(const std::vector<int>& micro_batches,
+                                         const GradsReady& ready) {
+  std::vector<TrunkContext*> ctxs;
+  std::set<int> seen;
+  for (const int mb : micro_batches) {
+    SDP_CHECK(seen.insert(mb).second, "backward_weight_batched(): micro-batch ", mb,
+              " listed twice");
+    auto it = in_flight_.find(mb);
+    SDP_CHECK(it != in_flight_.end() && it->second.trunk.backward_started,
+              "backward_weight_batched() of micro-batch ", mb,
+              " needs backward(split_weight_grads = true) of it first");
+    ctxs.push_back(&it->second.trunk);
+  }
+  trunk_->backward_weight_batched(ctxs, ready, *alloc_);
+  for (int mb : micro_batches) in_flight_.erase(mb);
 }
 
 }  // namespace sdp

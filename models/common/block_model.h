@@ -53,6 +53,7 @@ class BlockModel : public Model {
   const ParameterSet& params() const override { return params_; }
   const std::vector<Component>& components() const override { return components_; }
   const ModelLayout& layout() const override { return layout_; }
+  const std::vector<SublayerParam>& sublayer_params() const override { return sublayer_params_; }
   // Allocates the held parameters, then the family's constants (RoPE
   // tables, window masks), on `alloc`, which serves every activation later.
   void materialize(Allocator& alloc, DType dtype, const std::vector<bool>& held_groups = {},
@@ -69,6 +70,10 @@ class BlockModel : public Model {
                 int micro_batch = 0) override;
   // Deferred weight gradients of every block still holding them.
   void backward_weight(const GradsReady& ready = {}, int micro_batch = 0) override;
+  // The blocks' deferred weight gradients of every listed micro-batch, block
+  // by block (Trunk::backward_weight_batched).
+  void backward_weight_batched(const std::vector<int>& micro_batches,
+                               const GradsReady& ready = {}) override;
 
   // Sites (model.h): 0 the input stage, 1 + b block b, L + 1 the output stage.
   int site_count() const override { return static_cast<int>(trunk_->blocks().size()) + 2; }
@@ -163,6 +168,7 @@ class BlockModel : public Model {
 
   ModelLayout layout_;
   std::vector<Component> components_;
+  std::vector<SublayerParam> sublayer_params_;  // the family's declarations fill it
   ParameterSet params_;
   std::unique_ptr<Trunk> trunk_;
   ParamHooks hooks_;
@@ -182,7 +188,7 @@ class BlockModel : public Model {
 
   std::map<int, MicroBatch> in_flight_;
   int64_t valid_targets_ = 0;
-  std::vector<int64_t> top_k_correct_;  // [accuracy_top_k()] of the latest loss
+  std::vector<int64_t> top_k_correct_;  // [accuracy_top_k() or evaluation_top_k()] of the latest loss
 };
 
 }  // namespace sdp

@@ -49,6 +49,19 @@ struct Component {
   int site = -1;
 };
 
+// A shared parameter that only one sublayer of a block reads (neuron
+// granularity: the norm in front of a LLaMA or Swin block's head groups or
+// FFN groups, a ResNet block's bn2 after its channel groups). Under forward
+// masking a rank that holds none of the block's components of kind `serves`
+// skips that sublayer, so the parameter's gradient there is an exact zero;
+// it is averaged over the ranks that run the sublayer
+// (SubnetLayout::sublayer_users).
+struct SublayerParam {
+  int param = -1;  // parameter id in the model's ParameterSet
+  int block = -1;
+  ComponentKind serves = ComponentKind::head_group;
+};
+
 // How a process lays out a model's parameters: the granularity of the
 // components and which storage group holds each component.
 struct ModelLayout {

@@ -43,6 +43,12 @@ class Model {
   // Components with their parameters and storage groups, in model order.
   virtual const std::vector<Component>& components() const = 0;
   virtual const ModelLayout& layout() const = 0;
+  // The shared parameters that serve one sublayer of a block (component.h),
+  // in declaration order; none at block granularity.
+  virtual const std::vector<SublayerParam>& sublayer_params() const {
+    static const std::vector<SublayerParam> none;
+    return none;
+  }
 
   // Allocates the parameters (and buffers) of the held storage groups (all
   // when empty), keeps gradients for the trained ones (default = held), and
@@ -75,9 +81,14 @@ class Model {
   // top_k_correct() gives, for the latest such forward, the valid targets
   // among the k largest logits of their row for each k (zeros on meta).
   // Image classifiers count top-1, and top-5 where they have at least 10
-  // classes; token models count none (a next-token top-1 would be one more
-  // pass over vocabulary-wide logits per micro-batch, and is not asked).
+  // classes; token models count none in training (a next-token top-1 would
+  // be one more pass over vocabulary-wide logits per micro-batch).
+  // Evaluation forwards (keep_for_backward = false) count evaluation_top_k():
+  // accuracy_top_k(), and for token models a next-token top-1 (one pass over
+  // the logits of the few evaluation batches). top_k_correct() follows the
+  // latest forward's list.
   virtual std::vector<int> accuracy_top_k() const { return {}; }
+  virtual std::vector<int> evaluation_top_k() const { return accuracy_top_k(); }
   virtual std::vector<int64_t> top_k_correct() const { return {}; }
   // Backward of micro-batch `micro_batch`'s training forward; loss_scale
   // multiplies each example's loss (1 / examples in the global batch).
@@ -88,6 +99,20 @@ class Model {
   virtual void backward(double loss_scale, bool split_weight_grads = false,
                         const GradsReady& ready = {}, int micro_batch = 0) = 0;
   virtual void backward_weight(const GradsReady& ready = {}, int micro_batch = 0) = 0;
+  // backward_weight of several micro-batches at once (batched deferred
+  // weight gradients, the 2BP authors' form): the same gradients up to
+  // rounding, but each layer whose weight gradient is a GEMM computes it
+  // for all of them as ONE GEMM over their rows concatenated (dW =
+  // dY_cat^T X_cat) instead of one accumulating GEMM per micro-batch. The
+  // concatenated copies are workspace, allocated per layer and freed after
+  // it (the meta device counts them). Other weight gradients (norm gains,
+  // embeddings, convolutions, BatchNorm) run per micro-batch inside the
+  // call. `ready` hears of each parameter once per micro-batch, as from
+  // the per-micro-batch calls. Default: backward_weight in the given order.
+  virtual void backward_weight_batched(const std::vector<int>& micro_batches,
+                                       const GradsReady& ready = {}) {
+    for (int mb : micro_batches) backward_weight(ready, mb);
+  }
 
   // ---- sites and parameter hooks
   // A site is a place of the model that reads parameters: site 0 the input

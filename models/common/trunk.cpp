@@ -126,6 +126,41 @@ void Trunk::backward_weight(TrunkContext& ctx, const GradsReady& ready, Allocato
   }
 }
 
+void Trunk::backward_weight_batched(const std::vector<TrunkContext*>& ctxs,
+                                    const GradsReady& ready, Allocator& alloc) const {
+  // Micro-batches of one stage run the same blocks (the held ones in the
+  // stage's range); contexts that do not are done one at a time.
+  bool same_blocks = true;
+  for (const TrunkContext* c : ctxs) same_blocks = same_blocks && c->ran == ctxs.front()->ran;
+  if (ctxs.size() < 2 || !same_blocks) {
+    for (TrunkContext* c : ctxs) backward_weight(*c, ready, alloc);
+    return;
+  }
+  std::vector<BlockContext*> saved;
+  std::vector<const Tensor*> inputs;
+  std::vector<TrunkContext*> pending;
+  for (size_t r = ctxs.front()->ran.size(); r-- > 0;) {
+    saved.clear();
+    inputs.clear();
+    pending.clear();
+    for (TrunkContext* c : ctxs) {
+      if (!c->weights_pending[r]) continue;
+      saved.push_back(c->saved[r].get());
+      inputs.push_back(&*c->stream[r]);
+      pending.push_back(c);
+    }
+    if (pending.empty()) continue;
+    TrunkBlock& block = *blocks_[ctxs.front()->ran[r]];
+    block.backward_weight_batched(saved, inputs, alloc);
+    for (TrunkContext* c : pending) {
+      c->saved[r].reset();
+      c->weights_pending[r] = false;
+      release_user(*c, r);
+    }
+    for (size_t k = 0; k < pending.size(); ++k) report(block, ready);
+  }
+}
+
 void Trunk::release_input(TrunkContext& ctx) const {
   if (!ctx.input_pinned) return;
   ctx.input_pinned = false;

@@ -68,6 +68,16 @@ class TrunkBlock {
   // Accumulates the weight gradients of the trained parameters and empties
   // `saved`.
   virtual void backward_weight(BlockContext& saved, const Tensor& x, Allocator& alloc) = 0;
+  // The same for several micro-batches at once (batched deferred weight
+  // gradients): saved[k] and x[k] are micro-batch k's. The result is the sum
+  // of the per-micro-batch calls (up to rounding). The default loops over
+  // backward_weight; a block whose weight gradients are GEMMs overrides it
+  // to run one GEMM per weight over the micro-batches' rows concatenated
+  // (LLaMA), which is where batching pays.
+  virtual void backward_weight_batched(const std::vector<BlockContext*>& saved,
+                                       const std::vector<const Tensor*>& x, Allocator& alloc) {
+    for (size_t k = 0; k < saved.size(); ++k) backward_weight(*saved[k], *x[k], alloc);
+  }
 };
 
 // One micro-batch in flight through the trunk.
@@ -125,6 +135,12 @@ class Trunk {
   OwnedTensor backward(TrunkContext& ctx, OwnedTensor dy, bool split_weight_grads,
                        const GradsReady& ready, Allocator& alloc) const;
   void backward_weight(TrunkContext& ctx, const GradsReady& ready, Allocator& alloc) const;
+  // The deferred weight gradients of several micro-batches, block by block
+  // (last block first), each block's in one backward_weight_batched call
+  // over every context that still holds them. `ready` hears of a block's
+  // parameters once per micro-batch, as from backward_weight per context.
+  void backward_weight_batched(const std::vector<TrunkContext*>& ctxs, const GradsReady& ready,
+                               Allocator& alloc) const;
   // The caller is done with stream[0].
   void release_input(TrunkContext& ctx) const;
 

@@ -306,6 +306,19 @@ OwnedTensor LlamaBlock::backward_input(BlockContext& saved, const Tensor& x, con
   return dx;
 }
 
+void LlamaBlock::add_weight_grad(const GroupPack& pack, const std::vector<int>& ids,
+                                 const Tensor& dy, const Tensor& in, bool rows_hold_groups,
+                                 Allocator& alloc) const {
+  const ParameterSet& P = params_;
+  const std::vector<int> mine = trained_ids(pack, ids);
+  PackedTensor dw = pack_grads(P, mine, alloc);
+  if (rows_hold_groups)
+    ops::linear_backward_weight(*trained_share(pack, dy, 1, alloc), in, dw.view);
+  else
+    ops::linear_backward_weight(dy, *trained_share(pack, in, 1, alloc), dw.view);
+  add_packed_grads(P, mine, dw, alloc);
+}
+
 void LlamaBlock::backward_weight(BlockContext& saved, const Tensor& x, Allocator& alloc) {
   Context& ctx = context_of(saved);
   SDP_CHECK(ctx.saved && ctx.grads, "block ", index_,
@@ -314,26 +327,14 @@ void LlamaBlock::backward_weight(BlockContext& saved, const Tensor& x, Allocator
   const Saved& s = *ctx.saved;
   const OutputGrads& g = *ctx.grads;
   const Tensor x_in = x.view({ctx.shape.tokens(), config_.dim});  // [N, D]
-  // dw += dy^T in for the trained groups of one layer of a pack: `out` is
-  // the layer's output (gradient) side, `in` its input side; `rows` says
-  // which side holds the groups (rows of w: dy's columns; columns of w:
-  // in's columns).
-  auto weight_grad = [&](const GroupPack& pack, const std::vector<int>& ids, const Tensor& dy,
-                         const Tensor& in, bool rows) {
-    const std::vector<int> mine = trained_ids(pack, ids);
-    PackedTensor dw = pack_grads(P, mine, alloc);
-    if (rows)
-      ops::linear_backward_weight(*trained_share(pack, dy, 1, alloc), in, dw.view);
-    else
-      ops::linear_backward_weight(dy, *trained_share(pack, in, 1, alloc), dw.view);
-    add_packed_grads(P, mine, dw, alloc);
-  };
   for (size_t i = 0; i < s.ffn.size(); ++i) {
     const GroupPack& pack = s.ffn[i].pack;
     if (!pack.any_trained()) continue;
-    weight_grad(pack, ffn_ids(pack, &FfnGroupParams::wdown), *g.dy, *s.ffn[i].act, false);
-    weight_grad(pack, ffn_ids(pack, &FfnGroupParams::wgate), *g.ffn[i].dgate, *s.h2, true);
-    weight_grad(pack, ffn_ids(pack, &FfnGroupParams::wup), *g.ffn[i].dup, *s.h2, true);
+    add_weight_grad(pack, ffn_ids(pack, &FfnGroupParams::wdown), *g.dy, *s.ffn[i].act, false,
+                    alloc);
+    add_weight_grad(pack, ffn_ids(pack, &FfnGroupParams::wgate), *g.ffn[i].dgate, *s.h2, true,
+                    alloc);
+    add_weight_grad(pack, ffn_ids(pack, &FfnGroupParams::wup), *g.ffn[i].dup, *s.h2, true, alloc);
   }
   if (g.dh2 && P.is_trained(ids_.norm2)) {
     Tensor d_norm2 = P.grad(ids_.norm2);
@@ -342,10 +343,14 @@ void LlamaBlock::backward_weight(BlockContext& saved, const Tensor& x, Allocator
   for (size_t i = 0; i < s.heads.size(); ++i) {
     const GroupPack& pack = s.heads[i].pack;
     if (!pack.any_trained()) continue;
-    weight_grad(pack, head_ids(pack, &HeadGroupParams::wo), *g.d_mid, *s.heads[i].attn, false);
-    weight_grad(pack, head_ids(pack, &HeadGroupParams::wq), *g.heads[i].dq, *s.h1, true);
-    weight_grad(pack, head_ids(pack, &HeadGroupParams::wk), *g.heads[i].dk, *s.h1, true);
-    weight_grad(pack, head_ids(pack, &HeadGroupParams::wv), *g.heads[i].dv, *s.h1, true);
+    add_weight_grad(pack, head_ids(pack, &HeadGroupParams::wo), *g.d_mid, *s.heads[i].attn,
+                    false, alloc);
+    add_weight_grad(pack, head_ids(pack, &HeadGroupParams::wq), *g.heads[i].dq, *s.h1, true,
+                    alloc);
+    add_weight_grad(pack, head_ids(pack, &HeadGroupParams::wk), *g.heads[i].dk, *s.h1, true,
+                    alloc);
+    add_weight_grad(pack, head_ids(pack, &HeadGroupParams::wv), *g.heads[i].dv, *s.h1, true,
+                    alloc);
   }
   if (g.dh1 && P.is_trained(ids_.norm1)) {
     Tensor d_norm1 = P.grad(ids_.norm1);
@@ -353,6 +358,106 @@ void LlamaBlock::backward_weight(BlockContext& saved, const Tensor& x, Allocator
   }
   ctx.grads.reset();
   ctx.saved.reset();
+}
+
+void LlamaBlock::backward_weight_batched(const std::vector<BlockContext*>& saved,
+                                         const std::vector<const Tensor*>& x, Allocator& alloc) {
+  SDP_CHECK(saved.size() == x.size(), "block ", index_, ": backward_weight_batched() got ",
+            saved.size(), " contexts and ", x.size(), " inputs");
+  if (saved.size() < 2) {
+    for (size_t k = 0; k < saved.size(); ++k) backward_weight(*saved[k], *x[k], alloc);
+    return;
+  }
+  std::vector<Context*> ctxs;
+  int64_t rows = 0;  // tokens of every micro-batch
+  for (BlockContext* c : saved) {
+    Context& ctx = context_of(*c);
+    SDP_CHECK(ctx.saved && ctx.grads, "block ", index_,
+              ": backward_weight_batched() needs backward_input(keep_for_weights = true) of "
+              "every micro-batch first");
+    ctxs.push_back(&ctx);
+    rows += ctx.shape.tokens();
+  }
+  const Context& first = *ctxs.front();
+  const size_t ffn_packs = first.saved->ffn.size(), head_packs = first.saved->heads.size();
+  for (const Context* c : ctxs)
+    SDP_CHECK(c->saved->ffn.size() == ffn_packs && c->saved->heads.size() == head_packs,
+              "block ", index_, ": batched weight gradients of micro-batches that hold different ",
+              "groups");
+  const ParameterSet& P = params_;
+  // Every micro-batch's `piece` [N_k, cols], one under another: [rows,
+  // cols] workspace. Each piece has no other use left, so it is freed once
+  // copied.
+  auto concat = [&](auto piece) {
+    OwnedTensor out;
+    int64_t at = 0;
+    for (Context* c : ctxs) {
+      OwnedTensor& t = piece(*c);
+      const int64_t n = c->shape.tokens();
+      const Tensor src = t->view({n, t->numel() / n});  // [N_k, cols]
+      if (!out) out = OwnedTensor(alloc, {rows, src.size(1)}, src.dtype(), kScratch);
+      Tensor dst = out->rows(at, n);
+      ops::copy(src, dst);
+      at += n;
+      t = OwnedTensor();
+    }
+    return out;
+  };
+  for (size_t i = 0; i < ffn_packs; ++i) {
+    const GroupPack& pack = first.saved->ffn[i].pack;
+    if (!pack.any_trained()) continue;
+    {
+      OwnedTensor dy = concat([](Context& c) -> OwnedTensor& { return c.grads->dy; });
+      OwnedTensor act = concat([i](Context& c) -> OwnedTensor& { return c.saved->ffn[i].act; });
+      add_weight_grad(pack, ffn_ids(pack, &FfnGroupParams::wdown), *dy, *act, false, alloc);
+    }
+    OwnedTensor h2 = concat([](Context& c) -> OwnedTensor& { return c.saved->h2; });
+    {
+      OwnedTensor dgate =
+          concat([i](Context& c) -> OwnedTensor& { return c.grads->ffn[i].dgate; });
+      add_weight_grad(pack, ffn_ids(pack, &FfnGroupParams::wgate), *dgate, *h2, true, alloc);
+    }
+    OwnedTensor dup = concat([i](Context& c) -> OwnedTensor& { return c.grads->ffn[i].dup; });
+    add_weight_grad(pack, ffn_ids(pack, &FfnGroupParams::wup), *dup, *h2, true, alloc);
+  }
+  for (size_t k = 0; k < ctxs.size(); ++k) {
+    const Context& c = *ctxs[k];
+    if (c.grads->dh2 && P.is_trained(ids_.norm2)) {
+      Tensor d_norm2 = P.grad(ids_.norm2);
+      ops::rmsnorm_backward_weight(*c.grads->dh2, *c.saved->x_mid, *c.saved->rstd2, d_norm2);
+    }
+  }
+  for (size_t i = 0; i < head_packs; ++i) {
+    const GroupPack& pack = first.saved->heads[i].pack;
+    if (!pack.any_trained()) continue;
+    {
+      OwnedTensor d_mid = concat([](Context& c) -> OwnedTensor& { return c.grads->d_mid; });
+      OwnedTensor attn =
+          concat([i](Context& c) -> OwnedTensor& { return c.saved->heads[i].attn; });
+      add_weight_grad(pack, head_ids(pack, &HeadGroupParams::wo), *d_mid, *attn, false, alloc);
+    }
+    OwnedTensor h1 = concat([](Context& c) -> OwnedTensor& { return c.saved->h1; });
+    {
+      OwnedTensor dq = concat([i](Context& c) -> OwnedTensor& { return c.grads->heads[i].dq; });
+      add_weight_grad(pack, head_ids(pack, &HeadGroupParams::wq), *dq, *h1, true, alloc);
+    }
+    {
+      OwnedTensor dk = concat([i](Context& c) -> OwnedTensor& { return c.grads->heads[i].dk; });
+      add_weight_grad(pack, head_ids(pack, &HeadGroupParams::wk), *dk, *h1, true, alloc);
+    }
+    OwnedTensor dv = concat([i](Context& c) -> OwnedTensor& { return c.grads->heads[i].dv; });
+    add_weight_grad(pack, head_ids(pack, &HeadGroupParams::wv), *dv, *h1, true, alloc);
+  }
+  for (size_t k = 0; k < ctxs.size(); ++k) {
+    Context& c = *ctxs[k];
+    if (c.grads->dh1 && P.is_trained(ids_.norm1)) {
+      Tensor d_norm1 = P.grad(ids_.norm1);
+      const Tensor x_in = x[k]->view({c.shape.tokens(), config_.dim});  // [N, D]
+      ops::rmsnorm_backward_weight(*c.grads->dh1, x_in, *c.saved->rstd1, d_norm1);
+    }
+    c.grads.reset();
+    c.saved.reset();
+  }
 }
 
 size_t LlamaBlock::saved_context_bytes(const BatchShape& s, DType dtype,

@@ -87,6 +87,15 @@ class LlamaBlock final : public TrunkBlock {
                              OwnedTensor dy, bool keep_for_weights, Allocator& alloc) override;
   // Accumulates the gradients of the trained parameters and frees the context.
   void backward_weight(BlockContext& saved, const Tensor& x, Allocator& alloc) override;
+  // Several micro-batches' weight gradients: each of the seven linear
+  // weights (per pack) in ONE GEMM over the micro-batches' rows
+  // concatenated, dW += dY_cat^T X_cat with [sum N, *] operands; the
+  // concatenations are workspace, built per layer (an input shared by
+  // several weights, h1 and h2, once) and freed after it, and each
+  // micro-batch's own copy is freed as soon as it is concatenated. The
+  // RMSNorm gains run per micro-batch.
+  void backward_weight_batched(const std::vector<BlockContext*>& saved,
+                               const std::vector<const Tensor*>& x, Allocator& alloc) override;
 
   // Bytes of activations a training forward's context keeps for backward
   // with the groups held here (the block's input, a stream entry, not
@@ -120,6 +129,12 @@ class LlamaBlock final : public TrunkBlock {
     std::optional<OutputGrads> grads;
   };
   Context& context_of(BlockContext& c) const;
+  // dw += dy^T in for the trained groups of one layer of a pack: `dy` is the
+  // layer's output-gradient side [rows, out], `in` its input side [rows,
+  // in]; `rows_hold_groups` says which side holds the groups (rows of w:
+  // dy's columns; columns of w: in's columns).
+  void add_weight_grad(const GroupPack& pack, const std::vector<int>& ids, const Tensor& dy,
+                       const Tensor& in, bool rows_hold_groups, Allocator& alloc) const;
 
   // The held head / FFN groups as a pack (none or one), and the pack's
   // pieces of one weight, in its group order.

@@ -87,6 +87,8 @@ void LlamaModel::declare_parameters() {
           bp.norm1 = add(params_.declare(layer(b) + "input_layernorm.weight", {D}, g, InitKind::ones));
           bp.norm2 = add(params_.declare(layer(b) + "post_attention_layernorm.weight", {D}, g,
                                          InitKind::ones));
+          sublayer_params_.push_back({bp.norm1, b, ComponentKind::head_group});
+          sublayer_params_.push_back({bp.norm2, b, ComponentKind::ffn_group});
         }
         break;
       }

@@ -35,6 +35,8 @@ class LlamaModel final : public BlockModel {
   nlohmann::json config_json() const override { return config_.to_hf_json(); }
   int64_t token_vocabulary() const override { return config_.vocab; }
   int64_t max_sequence() const override { return config_.max_seq; }
+  // Next-token top-1 on evaluation forwards only (Model::evaluation_top_k).
+  std::vector<int> evaluation_top_k() const override { return {1}; }
   // Storage group of block b's component (block granularity).
   int block_group(int b) const;
 

@@ -141,6 +141,8 @@ void ResNetModel::declare_parameters() {
           if (!serves(1 + static_cast<int>(b))) continue;
           blocks[b].bn2 = declare_bn(sites[b].prefix + "bn2.", sites[b].shape.out_channels, g);
           collect_bn(blocks[b].bn2);
+          for (int id : {blocks[b].bn2.weight, blocks[b].bn2.bias})
+            sublayer_params_.push_back({id, static_cast<int>(b), ComponentKind::channel_group});
         }
         break;
       }

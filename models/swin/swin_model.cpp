@@ -172,6 +172,13 @@ void SwinModel::declare_parameters() {
       bp.norm2_weight = ones(s.prefix + "norm2.weight", C);
       bp.norm2_bias = zeros(s.prefix + "norm2.bias", C);
       bp.fc2_bias = zeros(s.prefix + "mlp.fc2.bias", C);
+      // The output biases are added on every rank (alone where no group is
+      // held); the norms run only in front of held groups.
+      const int block = static_cast<int>(b);
+      for (int id : {bp.norm1_weight, bp.norm1_bias})
+        sublayer_params_.push_back({id, block, ComponentKind::head_group});
+      for (int id : {bp.norm2_weight, bp.norm2_bias})
+        sublayer_params_.push_back({id, block, ComponentKind::ffn_group});
     };
     switch (comp.kind) {
       case ComponentKind::shared: {

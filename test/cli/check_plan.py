@@ -107,11 +107,12 @@ def check_composed(binary, model, world):
                 fail(f"{item} rank {r['rank']}: recompute_flops {rec} is not a whole number "
                      f"of block forwards ({blk})")
         if ac != "none" and s["masking"] == "forward" and ac == "block":
-            # Every component is recomputed on each of its r owners.
-            expected = s["owners_per_component"] / world * layers * blk
+            # Every component is recomputed on each of its owners: a rank
+            # recomputes the fraction of the blocks it holds, on the mean.
+            expected = s["effective_active_fraction"] * layers * blk
             mean = s["recompute_flops"]["mean"]
             if abs(mean - expected) > 1e-12 * expected:
-                fail(f"{item}: mean recompute_flops {mean}, expected (r/N) L x block forward "
+                fail(f"{item}: mean recompute_flops {mean}, expected (held C) L x block forward "
                      f"= {expected}")
     print(f"ok: recompute_flops > 0 exactly for +ac items and = the checkpointed blocks' "
           f"forward FLOPs ({blk:.0f} per whole block); peak gathered > 0 exactly for FSDP")

@@ -39,7 +39,7 @@ if(TARGET sdp-pipeline)
                sh ${SDP_PIPELINE} ${SDP_PIPE_WORK}/timeline.svg)
 
   sdp_cli_case(pipeline_unknown_schedule EXITS 2
-               "--schedule 'zb-v' is unknown (valid: gpipe, 1f1b, gpipe-2bp, 1f1b-2bp, zb-h1, or file:PATH"
+               "--schedule 'zb-v' is unknown (valid: gpipe, 1f1b, gpipe-2bp, 1f1b-2bp, zb-h1, 1f1b-2bp-cooldown, naive, naive-2bp, or file:PATH"
                ${SDP_PIPELINE} --schedule zb-v --stages 4 --micro-batches 8)
   sdp_cli_case(pipeline_unknown_compare EXITS 2 "--compare item 'pipedream' is unknown (valid: gpipe"
                ${SDP_PIPELINE} --stages 4 --micro-batches 8 --compare zb-h1,pipedream)

@@ -14,8 +14,14 @@ if(TARGET sdp-plan)
                ${SDP_PLAN} --model mini --world 4 --strategies fsdp+zero2)
   sdp_cli_case(plan_bad_fraction FAILS "--strategies item 'b-sdp:half': C = 'half' is not a number"
                ${SDP_PLAN} --model mini --world 4 --strategies b-sdp:half)
-  sdp_cli_case(plan_impossible FAILS "round(C N) = 0 owners per component"
+  sdp_cli_case(plan_impossible FAILS "gives each rank round(C K) = 0 of them"
                ${SDP_PLAN} --model mini --world 4 --strategies b-sdp:0.1)
+  # Fractional C: 8 ranks at C = 0.6875 hold 11 of LLaMA-1B's 16 blocks
+  # (5 or 6 owners each), the SDP paper's 1B setup, and save its 28%.
+  sdp_cli_case(plan_fractional_c_1b PRINTS
+               "[|] B-SDP [|] 0[.]6875 [|] 5[.][.]6/8 [|] 0[.][0-9]+ [|] 23[.]75 [|] 23[.]75 [|] 23[.]75 [|] 28[.]3% [|]"
+               ${SDP_PLAN} --model llama-1b --world 8 --batch 8 --seq 1024
+               --strategies ddp,b-sdp:0.6875)
   sdp_cli_case(plan_world_beyond_int FAILS
                "--world: '2147483648' is invalid (valid: an integer in [1, 65536])"
                ${SDP_PLAN} --model tiny --world 2147483648)
@@ -80,7 +86,41 @@ if(TARGET sdp-plan)
   sdp_cli_case(plan_pipeline_refuses_stage_blocks FAILS
                "--stage-blocks 1,2: model mini has 4 blocks, and a pipeline of 2 stages needs 2 counts"
                ${SDP_PLAN} --model mini --world 2 --pipeline-stages 2 --micro-batches 2 --stage-blocks 1,2)
+  # --plan file:PATH is the SDP rows' ownership: the DDP baseline stays DDP;
+  # a block without an owner is refused by name, whichever row reads the
+  # file (the DDP row alone reads it as a plan over the blocks).
+  file(WRITE ${SDP_CLI_WORK}/plan_tiny_two_owners.json "{\"matrix\": [\"10\", \"10\", \"01\", \"01\"]}\n")
+  file(WRITE ${SDP_CLI_WORK}/plan_tiny_unowned.json "{\"matrix\": [\"10\", \"10\", \"10\", \"10\"]}\n")
+  sdp_cli_case(plan_file_baseline_stays_ddp PASSES
+               sh ${SDP_CLI_DIR}/check_plan_file_baseline.sh ${SDP_PLAN}
+               ${SDP_CLI_WORK}/plan_tiny_two_owners.json)
+  sdp_cli_case(plan_file_unowned_block FAILS
+               "--strategies item 'b-sdp:0.5': strategy B-SDP (C = 0.5, plan ${SDP_CLI_WORK}/plan_tiny_unowned.json) on 4 ranks with model tiny (2 block components): plan file '${SDP_CLI_WORK}/plan_tiny_unowned.json': component block.1 has no owner"
+               ${SDP_PLAN} --model tiny --world 4 --strategies ddp,b-sdp:0.5
+               --plan file:${SDP_CLI_WORK}/plan_tiny_unowned.json)
+  sdp_cli_case(plan_file_unowned_block_ddp_row FAILS
+               "strategy DDP on 4 ranks with model tiny (2 block components): plan file '${SDP_CLI_WORK}/plan_tiny_unowned.json': component block.1 has no owner"
+               ${SDP_PLAN} --model tiny --world 4 --strategies ddp
+               --plan file:${SDP_CLI_WORK}/plan_tiny_unowned.json)
   sdp_cli_case(plan_every_format PASSES
                sh -c "for f in markdown csv json; do \"$1\" --model tiny --world 2 --per-rank --format $f > /dev/null || exit 1; done"
                sh ${SDP_PLAN})
+  # --paper: the paper's setups (apps/sdp-plan/paper_presets.cpp). The list
+  # names every preset; a bad name is refused naming them; the composition
+  # preset (its three rows only: --strategies overrides the preset, which
+  # the report says) prints our peak beside the paper's.
+  sdp_cli_case(plan_paper_list PRINTS
+               "sdp-llama-134m[^#]*sdp-llama-500m[^#]*sdp-llama-1b[^#]*sdp-composition[^#]*sdp-resnet18[^#]*sdp-wrn18[^#]*sdp-swin-t"
+               ${SDP_PLAN} --paper list)
+  # Batched deferred weight gradients are planned like sdp-train runs them:
+  # refused without a pipeline, their concatenation workspace counted with one.
+  sdp_cli_case(plan_batched_w_needs_pipeline FAILS
+               "deferred_weight_grads = 'batched' needs a pipeline (pipeline_stages > 1) with a split schedule"
+               ${SDP_PLAN} --model tiny --world 2 --strategies ddp --deferred-weight-grads batched)
+  sdp_cli_case(plan_paper_bad_name FAILS
+               "--paper: 'sdp-llama-2b' is not a setup of the paper (valid: sdp-llama-134m, sdp-llama-500m, sdp-llama-1b, sdp-composition, sdp-resnet18, sdp-wrn18, sdp-swin-t; --paper list describes them)"
+               ${SDP_PLAN} --paper sdp-llama-2b)
+  sdp_cli_case(plan_paper_composition PRINTS
+               "Given beside --paper, replacing the preset's: --strategies[^#]*\\| peak memory per GPU, B-SDP \\+ FSDP \\+ AC \\| 9.70 GB \\| 9.88 GiB \\|"
+               ${SDP_PLAN} --paper sdp-composition --strategies ddp,fsdp+ac,b-sdp:0.6875+fsdp+ac)
 endif()

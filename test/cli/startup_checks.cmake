@@ -40,7 +40,7 @@ if(TARGET sdp-train AND TARGET sdp-plan)
 
   # A world too small for C: one loud line on stderr, with what to do.
   sdp_cli_case(startup.one_owner_warns PRINTS
-               "warning: b-sdp with C = 0.5 on 2 ranks gives every component 1 owner of 2[^\n]*run on at least 3 ranks"
+               "warning: b-sdp with C = 0.5 on 2 ranks gives every component 1 owner of 2[^\n]*run on at least 4 ranks"
                ${SDP_TRAIN} ${startup_job} --strategy b-sdp --emulate-world 2 --dry-run)
   sdp_cli_case(startup.one_rank_warns PRINTS
                "warning: b-sdp with C = 0.5 on 1 rank: its one rank owns every component: every rank trains the whole model, which is DDP"

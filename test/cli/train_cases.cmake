@@ -210,8 +210,14 @@ if(TARGET sdp-train)
                "grad_accum = 1 micro-batches for 2 pipeline stages is invalid: with M < P some stage idles most of every step (valid: grad_accum, the pipeline's --micro-batches, >= pipeline_stages = 2)"
                ${SDP_TRAIN} ${pipe_flags} --micro-batches 1)
   sdp_cli_case(pipeline_refuses_unknown_schedule FAILS
-               "schedule = 'zb-v': pipeline schedule \"zb-v\" is unknown (valid: gpipe, 1f1b, gpipe-2bp, 1f1b-2bp, zb-h1); or file:PATH, a schedule JSON"
+               "schedule = 'zb-v': pipeline schedule \"zb-v\" is unknown (valid: gpipe, 1f1b, gpipe-2bp, 1f1b-2bp, zb-h1, 1f1b-2bp-cooldown, naive, naive-2bp); or file:PATH, a schedule JSON"
                ${SDP_TRAIN} ${pipe_flags} --micro-batches 2 --schedule zb-v)
+  sdp_cli_case(pipeline_refuses_batched_weight_grads_without_w FAILS
+               "deferred_weight_grads = 'batched' needs a split schedule, one with W actions"
+               ${SDP_TRAIN} ${pipe_flags} --micro-batches 2 --schedule 1f1b --deferred-weight-grads batched)
+  sdp_cli_case(pipeline_refuses_unknown_deferred_weight_grads FAILS
+               "'all' is invalid (valid: per-micro-batch, batched)"
+               ${SDP_TRAIN} ${pipe_flags} --micro-batches 2 --deferred-weight-grads all)
   sdp_cli_case(pipeline_refuses_malformed_schedule_file FAILS
                "malformed.json\" is not valid JSON"
                ${SDP_TRAIN} ${pipe_flags} --micro-batches 2 --schedule file:${SDP_CLI_SCHEDULES}/malformed.json)

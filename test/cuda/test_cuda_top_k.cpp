@@ -47,3 +47,30 @@ TEST_CASE("count_top_k on CUDA matches the CPU, ties, ignored and NaN rows inclu
       }
     }
 }
+
+// A token model's evaluation (the LLaMA's next-token top-1): logits
+// [B, T, V] over a vocabulary, targets [B, T], the same op on both devices.
+TEST_CASE("count_top_k on CUDA matches the CPU on a token model's [B, T, V] logits",
+          "[ops][top_k]") {
+  const int64_t B = 2, T = 48, V = 512;
+  const std::vector<int> top1 = {1};
+  for (DType dt : kGpuDtypes) {
+    CAPTURE(name_of(dt));
+    TwinArena a;
+    Twin targets = a.integers({B, T}, 11, 0, static_cast<int32_t>(V));
+    const int32_t* t = targets.host.data<int32_t>();
+    // Distinct logits per row; every third position's target is made the
+    // largest, so about a third of the rows are right.
+    std::vector<double> v(static_cast<size_t>(B * T * V));
+    for (size_t i = 0; i < v.size(); ++i) v[i] = static_cast<double>((i * 7919) % 1021) / 256.0;
+    int64_t planted = 0;
+    for (int64_t row = 0; row < B * T; row += 3, ++planted)
+      v[static_cast<size_t>(row * V + t[row])] = 8.0;
+    Twin logits = a.values({B, T, V}, dt, v);
+    std::vector<int64_t> on_gpu(1), on_cpu(1);
+    ops::count_top_k(logits.dev, targets.dev, top1, on_gpu);
+    ops::count_top_k(logits.host, targets.host, top1, on_cpu);
+    CHECK(on_gpu == on_cpu);
+    CHECK(on_cpu[0] >= planted);
+  }
+}

@@ -208,10 +208,11 @@ void n_ranks_equal_one_process(const Family& family) {
   for (int g = 0; g < p.group_count(); ++g)
     CHECK(max_abs_diff(values_of(p.group_params(g)), values_of(q.group_params(g))) <
           family.one_process_tolerance);
-  // Every rank evaluates the full model it holds on the same images: a
-  // classifier's loss and accuracies are the one process's, on every rank,
-  // for the full model and for each rank's (here whole) subnetwork.
-  if (job.model().accuracy_top_k().empty()) return;
+  // Every rank evaluates the full model it holds on the same inputs: the
+  // loss and accuracies (a classifier's, a token model's next-token top-1)
+  // are the one process's, on every rank, for the full model and for each
+  // rank's (here whole) subnetwork.
+  if (job.model().evaluation_top_k().empty()) return;
   const EvalResult e = job.evaluate_all(), f = reference.evaluate_all();
   CHECK(e.full_loss == Approx(f.full_loss).epsilon(1e-12));
   CHECK(e.full_accuracy.k == f.full_accuracy.k);

@@ -31,13 +31,16 @@ inline std::map<std::string, std::vector<double>> whole_values(Trainer& t,
   std::map<std::string, std::vector<double>> out;
   for (int g = 0; g < p.group_count(); ++g) {
     const StorageGroup& sg = L.groups[static_cast<size_t>(g)];
-    const int64_t P = state.group_shard(g).sharded() ? p.padded_numel(g) : p.group_decl(g).numel;
+    // The group's own numel on every rank: a sum over ranks needs the same
+    // count everywhere, and only owners know a sharded group's padding (a
+    // group of 3 owners pads to a multiple of 3), which holds no value.
+    const int64_t P = p.group_decl(g).numel;
     std::vector<double> whole(static_cast<size_t>(P), 0.0), sum(whole.size(), 0.0);
     if (!contributes) {
       // nothing from this rank
     } else if (state.group_shard(g).sharded()) {
       const Tensor s = state.shard_values(g);
-      for (int64_t e = 0; e < s.numel(); ++e)
+      for (int64_t e = 0; e < s.numel() && state.shard_begin(g) + e < P; ++e)
         whole[static_cast<size_t>(state.shard_begin(g) + e)] = ops::item(s, e);
     } else if (sg.root == rank()) {
       const Tensor v = state.group_values(g);
